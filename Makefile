@@ -1,0 +1,45 @@
+# Every target installs what it needs: a fresh Linux machine runs `make demo` and `make test` directly.
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+DEPS_STAMP := $(VENV)/.deps-installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
+
+.PHONY: all build test test-cpp test-python demo system-deps clean
+
+all: build
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch first (the CPU wheel), then the rest: nothing may pull in another torch.
+$(DEPS_STAMP): requirements-dev.txt | $(VPY)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q torch==2.13.0
+	$(VPY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+# GoogleTest and ccache come from Debian packages.
+system-deps:
+	@if ! dpkg -s libgtest-dev >/dev/null 2>&1 || ! command -v ccache >/dev/null 2>&1; then \
+	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q libgtest-dev ccache; fi
+
+build: $(DEPS_STAMP) system-deps
+	$(VPY) -m pip install -q --no-build-isolation --no-deps .
+
+test-cpp: $(DEPS_STAMP) system-deps
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S runtime -B build/runtime -G Ninja -DCMAKE_BUILD_TYPE=Release
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/runtime
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ctest --test-dir build/runtime --output-on-failure
+
+test-python: build
+	cd tests && ../$(VPY) -m pytest -q -p no:cacheprovider .
+
+test: test-cpp test-python
+
+demo: build
+	$(VPY) examples/train_demo.py
+
+clean:
+	rm -rf build dist *.egg-info

@@ -1,0 +1,120 @@
+// CopyKernelNpu.cpp - copy_ between npu and host and across npu devices, with dtype conversion,
+// broadcasting and arbitrary strides. Contiguous same-dtype copies are runtime memcpys; the rest run
+// as host tasks on the stream over zero-copy views.
+#include <ATen/ops/empty.h>
+
+#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/core/NPUCachingAllocator.h"
+#include "csrc/core/NPUException.h"
+#include "csrc/core/NPUHostAllocator.h"
+#include "csrc/core/NPUStream.h"
+#include "csrc/framework/HostView.h"
+
+namespace at_npu::native {
+namespace {
+
+using c10_npu::NPUStream;
+
+bool isNpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+// True when the copy is a plain byte copy of one dense block.
+bool bytewiseCopyable(const at::Tensor& src, const at::Tensor& dst) {
+  return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.is_contiguous() &&
+         dst.is_contiguous() && !src.is_conj() && !src.is_neg();
+}
+
+void copyBetweenNpus(const at::Tensor& src, const at::Tensor& dst) {
+  c10::DeviceGuard guard(dst.device());
+  NPUStream stream = c10_npu::getCurrentNPUStream(dst.device().index());
+  if (src.device() != dst.device()) {
+    // Order after the work already queued for src on its own device, and keep src's memory from
+    // being reused there until this stream has read it.
+    NPUStream src_stream = c10_npu::getCurrentNPUStream(src.device().index());
+    nrtEvent_t ready = nullptr;
+    NPU_CHECK(nrtEventCreate(&ready));
+    NPU_CHECK(nrtEventRecord(ready, src_stream.handle()));
+    NPU_CHECK(nrtStreamWaitEvent(stream.handle(), ready));
+    nrtEventDestroy(ready);
+    c10_npu::NPUCachingAllocator::recordStream(src.storage().data_ptr(), stream);
+  }
+  if (bytewiseCopyable(src, dst)) {
+    NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                             NRT_MEMCPY_DEVICE_TO_DEVICE, stream.handle()));
+    return;
+  }
+  c10_npu::launchHostTask(stream, "aten::copy_ (npu -> npu)",
+                          [src, dst] { hostView(dst).copy_(hostView(src)); });
+}
+
+void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  c10::DeviceGuard guard(dst.device());
+  NPUStream stream = c10_npu::getCurrentNPUStream(dst.device().index());
+  at::Tensor staged = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous().resolve_conj().resolve_neg();
+  const bool pinned = c10_npu::isPinnedPtr(staged.storage().data());
+  if (non_blocking && !pinned && staged.is_alias_of(src)) {
+    staged = staged.clone();  // pageable memory: later host writes must not race the copy
+  }
+  if (dst.is_contiguous()) {
+    NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), staged.data_ptr(), dst.nbytes(),
+                             NRT_MEMCPY_HOST_TO_DEVICE, stream.handle()));
+  } else {
+    c10_npu::launchHostTask(stream, "aten::copy_ (cpu -> npu)",
+                            [staged, dst] { hostView(dst).copy_(staged); });
+  }
+  if (!non_blocking) {
+    stream.synchronize();
+  } else if (pinned) {
+    c10_npu::recordPinnedOnStream(staged.storage().data(), stream);
+  } else {
+    c10_npu::launchHostTask(stream, "release staging buffer", [staged] {});
+  }
+}
+
+void copyNpuToHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  c10::DeviceGuard guard(src.device());
+  NPUStream stream = c10_npu::getCurrentNPUStream(src.device().index());
+  if (bytewiseCopyable(src, dst)) {
+    NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                             NRT_MEMCPY_DEVICE_TO_HOST, stream.handle()));
+  } else {
+    c10_npu::launchHostTask(stream, "aten::copy_ (npu -> cpu)",
+                            [src, dst] { dst.copy_(hostView(src)); });
+  }
+  // Only pinned destinations may be filled asynchronously (as with CUDA).
+  if (non_blocking && c10_npu::isPinnedPtr(dst.storage().data())) {
+    c10_npu::recordPinnedOnStream(dst.storage().data(), stream);
+  } else {
+    stream.synchronize();
+  }
+}
+
+}  // namespace
+
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(isNpu(self) || self.is_cpu(), "copy_: cannot copy from ", self.device(), " to ",
+              dst.device());
+  TORCH_CHECK(isNpu(dst) || dst.is_cpu(), "copy_: cannot copy from ", self.device(), " to ",
+              dst.device());
+  if (dst.numel() == 0 || self.is_same(dst)) return dst;
+  if (isNpu(self) && isNpu(dst)) {
+    copyBetweenNpus(self, dst);
+  } else if (isNpu(dst)) {
+    copyHostToNpu(self, dst, non_blocking);
+  } else {
+    copyNpuToHost(self, dst, non_blocking);
+  }
+  return dst;
+}
+
+at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return _copy_from(self, dst, false);
+}
+
+at::Scalar _local_scalar_dense(const at::Tensor& self) {
+  at::Tensor host = at::empty({}, self.options().device(c10::DeviceType::CPU));
+  _copy_from(self, host, false);
+  return host.item();
+}
+
+}  // namespace at_npu::native

@@ -1,0 +1,32 @@
+// FillKernelNpu.cpp - fill_ and zero_ on npu tensors (memset when contiguous, host task otherwise).
+#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/core/NPUException.h"
+#include "csrc/core/NPUStream.h"
+#include "csrc/framework/HostView.h"
+
+namespace at_npu::native {
+
+at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  c10_npu::launchHostTask(c10_npu::getCurrentNPUStream(self.device().index()), "aten::fill_",
+                          [self, value] { hostView(self).fill_(value); });
+  return self;
+}
+
+at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports a 0-dimension value tensor, but got tensor ",
+              "with ", value.dim(), " dimension(s)");
+  return fill_(self, value.item());
+}
+
+at::Tensor& zero_(at::Tensor& self) {
+  if (self.numel() == 0) return self;
+  if (!self.is_contiguous()) return fill_(self, 0);
+  c10::DeviceGuard guard(self.device());
+  NPU_CHECK(nrtMemsetAsync(self.data_ptr(), 0, self.nbytes(),
+                           c10_npu::getCurrentNPUStream(self.device().index()).handle()));
+  return self;
+}
+
+}  // namespace at_npu::native

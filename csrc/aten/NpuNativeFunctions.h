@@ -1,0 +1,38 @@
+// NpuNativeFunctions.h - declarations of the hand-written npu ATen kernels (registered in RegisterNpu.cpp).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+#include <c10/core/Storage.h>
+
+namespace at_npu::native {
+
+at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                 std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format);
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                         std::optional<at::Device> device, std::optional<bool> pin_memory);
+
+at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride,
+                      std::optional<int64_t> storage_offset);
+at::Tensor view(const at::Tensor& self, at::IntArrayRef size);
+at::Tensor _reshape_alias(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride);
+
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format);
+at::Tensor& set_(at::Tensor& self);
+at::Tensor& set_source_Storage(at::Tensor& self, c10::Storage source);
+at::Tensor& set_source_Storage_storage_offset(at::Tensor& self, c10::Storage source,
+                                              int64_t storage_offset, at::IntArrayRef size,
+                                              at::IntArrayRef stride);
+at::Tensor& set_source_Tensor(at::Tensor& self, const at::Tensor& source);
+
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
+at::Scalar _local_scalar_dense(const at::Tensor& self);
+at::Tensor& fill_(at::Tensor& self, const at::Scalar& value);
+at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value);
+at::Tensor& zero_(at::Tensor& self);
+
+}  // namespace at_npu::native

@@ -1,0 +1,32 @@
+// RegisterNpu.cpp - registers the hand-written npu kernels and the boxed fallback for PrivateUse1.
+#include <torch/library.h>
+
+#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/framework/CpuFallback.h"
+
+namespace at_npu::native {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(_reshape_alias));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_", TORCH_FN(set_));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_Storage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_Storage_storage_offset));
+  m.impl("set_.source_Tensor", TORCH_FN(set_source_Tensor));
+  m.impl("_copy_from", TORCH_FN(_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(_local_scalar_dense));
+  m.impl("fill_.Scalar", TORCH_FN(fill_));
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor_));
+  m.impl("zero_", TORCH_FN(zero_));
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&npuCpuFallback>());
+}
+
+}  // namespace at_npu::native

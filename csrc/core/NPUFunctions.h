@@ -1,0 +1,15 @@
+// NPUFunctions.h - device count / current device with PyTorch-style errors.
+#pragma once
+
+#include <c10/core/Device.h>
+
+namespace c10_npu {
+
+c10::DeviceIndex device_count() noexcept;  // 0 if the runtime cannot start
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex device);
+// Throws a clear error for an index outside [0, device_count()).
+void check_device_index(c10::DeviceIndex device);
+void device_synchronize(c10::DeviceIndex device);
+
+}  // namespace c10_npu

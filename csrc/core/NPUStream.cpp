@@ -1,0 +1,123 @@
+// NPUStream.cpp - stream registry (default + pool per device), thread-local current streams, host tasks.
+#include "csrc/core/NPUStream.h"
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "csrc/core/NPUException.h"
+#include "csrc/core/NPUFunctions.h"
+
+namespace c10_npu {
+namespace {
+
+struct DeviceStreams {
+  std::once_flag once[kStreamPoolSize + 1];
+  nrtStream_t handles[kStreamPoolSize + 1] = {};
+  std::atomic<uint32_t> next_pool{0};
+};
+
+std::vector<std::unique_ptr<DeviceStreams>>& registry() {
+  static auto* streams = [] {
+    auto* v = new std::vector<std::unique_ptr<DeviceStreams>>();
+    for (int i = 0; i < device_count(); ++i) v->push_back(std::make_unique<DeviceStreams>());
+    return v;
+  }();
+  return *streams;
+}
+
+c10::DeviceIndex resolve(c10::DeviceIndex device) {
+  if (device < 0) return current_device();
+  check_device_index(device);
+  return device;
+}
+
+// Current stream id per device for this thread; empty until first set.
+thread_local std::vector<c10::StreamId> tls_current;
+
+}  // namespace
+
+NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+              "expected an npu stream, got a stream on ", stream.device());
+  TORCH_CHECK(stream.id() >= 0 && stream.id() <= kStreamPoolSize, "invalid npu stream id ",
+              stream.id());
+}
+
+nrtStream_t NPUStream::handle() const {
+  auto& dev = *registry().at(stream_.device_index());
+  auto id = static_cast<size_t>(stream_.id());
+  std::call_once(dev.once[id], [&] {
+    int32_t prev = 0;
+    NPU_CHECK(nrtGetDevice(&prev));
+    NPU_CHECK(nrtSetDevice(stream_.device_index()));
+    nrtError_t err = nrtStreamCreate(&dev.handles[id]);
+    nrtSetDevice(prev);
+    NPU_CHECK(err);
+  });
+  return dev.handles[id];
+}
+
+bool NPUStream::query() const {
+  nrtError_t err = nrtStreamQuery(handle());
+  if (err == NRT_ERROR_NOT_READY) return false;
+  NPU_CHECK(err);
+  return true;
+}
+
+void NPUStream::synchronize() const { NPU_CHECK(nrtStreamSynchronize(handle())); }
+
+NPUStream getDefaultNPUStream(c10::DeviceIndex device) {
+  device = resolve(device);
+  return NPUStream(c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, device)));
+}
+
+NPUStream getStreamFromPool(c10::DeviceIndex device) {
+  device = resolve(device);
+  uint32_t n = registry()[device]->next_pool.fetch_add(1) % kStreamPoolSize;
+  return NPUStream(c10::Stream(c10::Stream::UNSAFE,
+                               c10::Device(c10::DeviceType::PrivateUse1, device), n + 1));
+}
+
+NPUStream getCurrentNPUStream(c10::DeviceIndex device) {
+  device = resolve(device);
+  c10::StreamId id = static_cast<size_t>(device) < tls_current.size() ? tls_current[device] : 0;
+  return NPUStream(
+      c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
+}
+
+void setCurrentNPUStream(NPUStream stream) {
+  if (tls_current.size() < static_cast<size_t>(device_count())) tls_current.resize(device_count(), 0);
+  tls_current.at(stream.device_index()) = stream.id();
+}
+
+namespace {
+struct HostTask {
+  std::string what;
+  std::function<void()> fn;
+};
+
+int runHostTask(void* data) {
+  std::unique_ptr<HostTask> task(static_cast<HostTask*>(data));
+  try {
+    task->fn();
+    return 0;
+  } catch (const c10::Error& e) {
+    nrtSetTaskErrMsg((task->what + ": " + e.what_without_backtrace()).c_str());
+  } catch (const std::exception& e) {
+    nrtSetTaskErrMsg((task->what + ": " + e.what()).c_str());
+  }
+  return 1;
+}
+}  // namespace
+
+void launchHostTask(const NPUStream& stream, const char* what, std::function<void()> fn) {
+  auto task = std::make_unique<HostTask>(HostTask{what, std::move(fn)});
+  NPU_CHECK(nrtLaunchHostFunc(stream.handle(), &runHostTask, task.get()));
+  task.release();  // owned by the stream until it runs
+}
+
+}  // namespace c10_npu

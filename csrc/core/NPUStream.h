@@ -1,0 +1,40 @@
+// NPUStream.h - npu streams as c10::Stream: per-device default stream, a round-robin pool, current stream.
+#pragma once
+
+#include <c10/core/Stream.h>
+#include <npu/runtime.h>
+
+#include <functional>
+
+namespace c10_npu {
+
+// Stream ids: 0 is the device's default stream, 1..kStreamPoolSize are pool streams.
+constexpr int kStreamPoolSize = 8;
+
+class NPUStream {
+ public:
+  explicit NPUStream(c10::Stream stream);
+
+  c10::Stream unwrap() const { return stream_; }
+  c10::DeviceIndex device_index() const { return stream_.device_index(); }
+  c10::StreamId id() const { return stream_.id(); }
+  nrtStream_t handle() const;  // the runtime stream (created on first use)
+
+  bool query() const;
+  void synchronize() const;  // rethrows a failed task's error
+  bool operator==(const NPUStream& other) const { return stream_ == other.stream_; }
+
+ private:
+  c10::Stream stream_;
+};
+
+NPUStream getDefaultNPUStream(c10::DeviceIndex device = -1);
+NPUStream getStreamFromPool(c10::DeviceIndex device = -1);
+NPUStream getCurrentNPUStream(c10::DeviceIndex device = -1);
+void setCurrentNPUStream(NPUStream stream);
+
+// Runs fn on the stream's worker thread in stream order. An exception thrown by fn is reported,
+// prefixed with `what`, at the next synchronising call on the stream.
+void launchHostTask(const NPUStream& stream, const char* what, std::function<void()> fn);
+
+}  // namespace c10_npu

@@ -1,0 +1,34 @@
+// Module.cpp - torch_npu._C: loading it registers the npu device with PyTorch (guard, allocator, hooks,
+// kernels live in libtorch_npu); these bindings serve the torch.npu Python module.
+#include <pybind11/pybind11.h>
+#include <torch/csrc/Generator.h>
+
+#include "csrc/core/NPUCachingAllocator.h"
+#include "csrc/core/NPUFunctions.h"
+#include "csrc/core/NPUGenerator.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_npu native bindings (software NPU)";
+  m.def("_device_count", [] { return static_cast<int>(c10_npu::device_count()); });
+  m.def("_current_device", [] { return static_cast<int>(c10_npu::current_device()); });
+  m.def("_set_device", [](int device) { c10_npu::set_device(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_check_device", [](int device) {
+    c10_npu::check_device_index(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def(
+      "_synchronize",
+      [](int device) { c10_npu::device_synchronize(static_cast<c10::DeviceIndex>(device)); },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_default_generator", [](int device) {
+    const at::Generator& gen = c10_npu::getDefaultNPUGenerator(static_cast<c10::DeviceIndex>(device));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
+  });
+  m.def("_set_memory_fraction", [](double fraction, int device) {
+    c10_npu::NPUCachingAllocator::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_memory_summary_short", [](int device) {
+    return c10_npu::NPUCachingAllocator::memorySummary(static_cast<c10::DeviceIndex>(device));
+  });
+}

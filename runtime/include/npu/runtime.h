@@ -1,0 +1,106 @@
+// npu/runtime.h - C API of the software NPU (an ACL-shaped subset); no PyTorch dependency.
+#ifndef NPU_RUNTIME_H_
+#define NPU_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define NRT_API __attribute__((visibility("default")))
+#else
+#define NRT_API
+#endif
+
+// Error codes. Every call returns one; the matching text, with the values involved, is available
+// from nrtGetRecentErrMsg() on the calling thread until the next failing call on that thread.
+typedef enum {
+  NRT_SUCCESS = 0,
+  NRT_ERROR_INVALID_VALUE = 1,        // a null or out-of-range argument
+  NRT_ERROR_INVALID_DEVICE = 2,       // device index outside [0, nrtGetDeviceCount())
+  NRT_ERROR_OUT_OF_MEMORY = 3,        // device capacity (NPU_SIM_MEMORY) exhausted
+  NRT_ERROR_INVALID_POINTER = 4,      // pointer not allocated by this runtime, or already freed
+  NRT_ERROR_INVALID_MEMCPY_KIND = 5,  // memcpy kind does not match where src / dst live
+  NRT_ERROR_INVALID_HANDLE = 6,       // unknown or destroyed stream / event
+  NRT_ERROR_NOT_READY = 7,            // query: work still pending (not a failure)
+  NRT_ERROR_TASK_FAILED = 8,          // a task on a stream failed; reported once, at the next sync
+  NRT_ERROR_NOT_INITIALIZED = 9,      // call after nrtFinalize()
+  NRT_ERROR_EVENT_NOT_RECORDED = 10,  // elapsed time of an event that never completed
+} nrtError_t;
+
+typedef enum {
+  NRT_MEMCPY_HOST_TO_HOST = 0,
+  NRT_MEMCPY_HOST_TO_DEVICE = 1,
+  NRT_MEMCPY_DEVICE_TO_HOST = 2,
+  NRT_MEMCPY_DEVICE_TO_DEVICE = 3,
+} nrtMemcpyKind;
+
+typedef struct nrtStreamImpl* nrtStream_t;  // NULL means the current device's default stream
+typedef struct nrtEventImpl* nrtEvent_t;
+
+// A host function run on a stream's worker thread, in stream order. Returning non-zero marks the
+// stream failed: the message set with nrtSetTaskErrMsg() inside the function (or a generic one) is
+// returned once by the next synchronising call on that stream / device, after which it is usable.
+typedef int (*nrtHostFunc)(void* user_data);
+
+// Lifecycle. Init is implicit on first use; Finalize destroys streams, events and frees memory.
+NRT_API nrtError_t nrtInit(void);
+NRT_API nrtError_t nrtFinalize(void);
+
+// Devices. The count comes from NPU_SIM_DEVICES (default 8); the current device is per host thread.
+NRT_API nrtError_t nrtGetDeviceCount(int32_t* count);
+NRT_API nrtError_t nrtSetDevice(int32_t device);
+NRT_API nrtError_t nrtGetDevice(int32_t* device);
+NRT_API nrtError_t nrtDeviceSynchronize(void);  // all streams of the current device
+
+// Device memory, bounded by NPU_SIM_MEMORY per device (bytes, or with K/M/G suffix; default 16G),
+// committed lazily. Device memory is host-addressable (the software NPU computes on the host).
+NRT_API nrtError_t nrtMalloc(void** ptr, size_t size);  // on the current device
+NRT_API nrtError_t nrtFree(void* ptr);
+NRT_API nrtError_t nrtMemGetInfo(size_t* free_bytes, size_t* total_bytes);  // current device
+// Which device owns ptr (anywhere inside an allocation); NRT_ERROR_INVALID_POINTER if none.
+NRT_API nrtError_t nrtPointerGetDevice(const void* ptr, int32_t* device);
+
+// Page-locked ("pinned") host memory; async copies from / to it do not block the caller.
+NRT_API nrtError_t nrtMallocHost(void** ptr, size_t size);
+NRT_API nrtError_t nrtFreeHost(void* ptr);
+NRT_API int nrtIsPinnedHostPtr(const void* ptr);  // 1 if inside an nrtMallocHost block
+
+// Copies. The kind must match: device pointers must lie inside live device allocations with room
+// for count bytes, host pointers must not be device memory.
+NRT_API nrtError_t nrtMemcpy(void* dst, const void* src, size_t count, nrtMemcpyKind kind);
+NRT_API nrtError_t nrtMemcpyAsync(void* dst, const void* src, size_t count, nrtMemcpyKind kind,
+                                  nrtStream_t stream);
+NRT_API nrtError_t nrtMemsetAsync(void* dst, int value, size_t count, nrtStream_t stream);
+
+// Streams: each executes its tasks in order on its own worker thread.
+NRT_API nrtError_t nrtStreamCreate(nrtStream_t* stream);  // on the current device
+NRT_API nrtError_t nrtStreamDestroy(nrtStream_t stream);  // waits for pending work first
+NRT_API nrtError_t nrtStreamSynchronize(nrtStream_t stream);
+NRT_API nrtError_t nrtStreamQuery(nrtStream_t stream);  // NRT_SUCCESS or NRT_ERROR_NOT_READY
+NRT_API nrtError_t nrtStreamGetDevice(nrtStream_t stream, int32_t* device);
+NRT_API nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data);
+// Inside a host function: the message reported at the next sync if the function returns non-zero.
+NRT_API void nrtSetTaskErrMsg(const char* message);
+
+// Events: a recorded event completes when the stream reaches it; timing in milliseconds.
+NRT_API nrtError_t nrtEventCreate(nrtEvent_t* event);
+NRT_API nrtError_t nrtEventDestroy(nrtEvent_t event);
+NRT_API nrtError_t nrtEventRecord(nrtEvent_t event, nrtStream_t stream);
+NRT_API nrtError_t nrtEventSynchronize(nrtEvent_t event);  // no-op if never recorded
+NRT_API nrtError_t nrtEventQuery(nrtEvent_t event);        // NRT_SUCCESS or NRT_ERROR_NOT_READY
+NRT_API nrtError_t nrtEventElapsedTime(float* ms, nrtEvent_t start, nrtEvent_t end);
+NRT_API nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event);
+
+// Errors and logging (ASCEND_GLOBAL_LOG_LEVEL 0 debug .. 3 error; ASCEND_SLOG_PRINT_TO_STDOUT=1).
+NRT_API const char* nrtGetRecentErrMsg(void);  // thread-local; "" when none
+NRT_API const char* nrtGetErrorName(nrtError_t error);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // NPU_RUNTIME_H_

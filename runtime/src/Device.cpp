@@ -1,0 +1,151 @@
+// Device.cpp - device count and memory size from the environment, current device, device C API.
+#include "Device.h"
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#include "Error.h"
+#include "Runtime.h"
+
+namespace npu::runtime {
+namespace {
+
+constexpr int kDefaultDeviceCount = 8;
+// PyTorch device indices are int8_t, so more devices could not be addressed anyway.
+constexpr int kMaxDeviceCount = 128;
+constexpr size_t kDefaultMemoryCapacity = size_t{16} << 30;
+
+struct ThreadDevice {
+  uint64_t generation = 0;
+  int device = 0;
+};
+thread_local ThreadDevice t_device;
+
+std::optional<int> ParseDeviceCount(std::string_view text) {
+  int count = 0;
+  if (text.empty() || text.size() > 4) return std::nullopt;
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    count = count * 10 + (c - '0');
+  }
+  if (count < 1 || count > kMaxDeviceCount) return std::nullopt;
+  return count;
+}
+
+// Accepts "1073741824", "64M", "16G", "1t", "512KiB", "2GB": binary multiples, as memory sizes are.
+std::optional<size_t> ParseByteSize(std::string_view text) {
+  size_t digits = 0;
+  uint64_t value = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
+    if (__builtin_mul_overflow(value, 10, &value) ||
+        __builtin_add_overflow(value, static_cast<uint64_t>(text[digits] - '0'), &value)) {
+      return std::nullopt;
+    }
+    ++digits;
+  }
+  if (digits == 0) return std::nullopt;
+  std::string_view suffix = text.substr(digits);
+  int shift = 0;
+  if (!suffix.empty()) {
+    const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0])));
+    const std::string_view units = "KMGT";
+    const size_t index = units.find(unit);
+    if (index != std::string_view::npos) {
+      shift = 10 * static_cast<int>(index + 1);
+      suffix.remove_prefix(1);
+    }
+  }
+  if (!(suffix.empty() || suffix == "B" || suffix == "b" || suffix == "iB" || suffix == "ib")) {
+    return std::nullopt;
+  }
+  if (value == 0 || (shift > 0 && (value >> (64 - shift)) != 0)) return std::nullopt;
+  return static_cast<size_t>(value << shift);
+}
+
+}  // namespace
+
+Config ReadConfigFromEnv() {
+  Config config{kDefaultDeviceCount, kDefaultMemoryCapacity};
+  if (const char* text = std::getenv("NPU_SIM_DEVICES")) {
+    if (auto count = ParseDeviceCount(text)) {
+      config.device_count = *count;
+    } else {
+      NPU_RT_LOG(kWarning, "ignoring NPU_SIM_DEVICES=\"", text, "\": expected a device count in [1, ",
+                 kMaxDeviceCount, "]; using the default of ", kDefaultDeviceCount, " devices");
+    }
+  }
+  if (const char* text = std::getenv("NPU_SIM_MEMORY")) {
+    if (auto bytes = ParseByteSize(text)) {
+      config.memory_capacity = *bytes;
+    } else {
+      NPU_RT_LOG(kWarning, "ignoring NPU_SIM_MEMORY=\"", text,
+                 "\": expected bytes or a size with a K/M/G/T suffix such as 16G; using the default "
+                 "of ", FormatBytes(kDefaultMemoryCapacity), " per device");
+    }
+  }
+  return config;
+}
+
+int CurrentDevice(uint64_t generation) {
+  return t_device.generation == generation ? t_device.device : 0;
+}
+
+void SetCurrentDevice(uint64_t generation, int device) { t_device = {generation, device}; }
+
+nrtError_t CheckDevice(const Config& config, int64_t device) {
+  if (device >= 0 && device < config.device_count) return NRT_SUCCESS;
+  return NPU_RT_FAIL(NRT_ERROR_INVALID_DEVICE, "npu:", device, " does not exist: ",
+                     config.device_count, config.device_count == 1 ? " device is" : " devices are",
+                     " configured (NPU_SIM_DEVICES=", config.device_count,
+                     "); use an index in [0, ", config.device_count,
+                     ") or raise NPU_SIM_DEVICES");
+}
+
+std::string FormatBytes(size_t bytes) {
+  static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return StrCat(bytes, " bytes");
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f %s", value, kUnits[unit]);
+  return text;
+}
+
+}  // namespace npu::runtime
+
+using npu::runtime::Runtime;
+
+extern "C" {
+
+nrtError_t nrtGetDeviceCount(int32_t* count) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (count == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetDeviceCount: count is NULL");
+    *count = rt.config().device_count;
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtSetDevice(int32_t device) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (nrtError_t error = npu::runtime::CheckDevice(rt.config(), device)) return error;
+    npu::runtime::SetCurrentDevice(rt.generation(), device);
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtGetDevice(int32_t* device) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (device == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetDevice: device is NULL");
+    *device = npu::runtime::CurrentDevice(rt.generation());
+    return NRT_SUCCESS;
+  });
+}
+
+}  // extern "C"

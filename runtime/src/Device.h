@@ -1,0 +1,34 @@
+// Device.h - device configuration from the environment and the per-thread current device.
+#ifndef NPU_RUNTIME_SRC_DEVICE_H_
+#define NPU_RUNTIME_SRC_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "npu/runtime.h"
+
+namespace npu::runtime {
+
+struct Config {
+  int device_count;
+  size_t memory_capacity;  // bytes per device
+};
+
+// Reads NPU_SIM_DEVICES and NPU_SIM_MEMORY; invalid values are logged and replaced by defaults.
+Config ReadConfigFromEnv();
+
+// The current device belongs to the runtime generation that set it: after nrtFinalize() every
+// thread falls back to device 0 instead of keeping an index the new configuration may not have.
+int CurrentDevice(uint64_t generation);
+void SetCurrentDevice(uint64_t generation, int device);
+
+// NRT_SUCCESS, or NRT_ERROR_INVALID_DEVICE with a message naming the configured count.
+nrtError_t CheckDevice(const Config& config, int64_t device);
+
+// "64.00 MiB"; used wherever sizes appear in messages.
+std::string FormatBytes(size_t bytes);
+
+}  // namespace npu::runtime
+
+#endif  // NPU_RUNTIME_SRC_DEVICE_H_

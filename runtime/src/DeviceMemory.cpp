@@ -1,0 +1,197 @@
+// DeviceMemory.cpp - device allocations bounded by NPU_SIM_MEMORY, pinned host memory, memory C API.
+#include "DeviceMemory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "Error.h"
+#include "Log.h"
+#include "Runtime.h"
+
+namespace npu::runtime {
+namespace {
+
+// 0 when size cannot be rounded without overflowing, which no capacity can satisfy anyway.
+size_t RoundUpToPages(size_t size) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (size > SIZE_MAX - page) return 0;
+  return (size + page - 1) / page * page;
+}
+
+std::string Where(int device) {
+  return device == kPinnedHost ? std::string("pinned host") : StrCat("npu:", device);
+}
+
+}  // namespace
+
+DeviceMemory::DeviceMemory(int device_count, size_t capacity)
+    : capacity_(capacity), used_(static_cast<size_t>(device_count), 0) {}
+
+DeviceMemory::~DeviceMemory() {
+  for (const Block& block : blocks_.TakeAll()) munmap(block.base, block.mapped_size);
+}
+
+nrtError_t DeviceMemory::Allocate(int device, size_t size, void** ptr) {
+  *ptr = nullptr;
+  if (size == 0) return NRT_SUCCESS;
+  const bool bounded = device != kPinnedHost;
+  const size_t mapped_size = RoundUpToPages(size);
+  size_t used = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bounded) {
+      used = used_[device];
+      if (mapped_size == 0 || mapped_size > capacity_ - used) {
+        return NPU_RT_FAIL(NRT_ERROR_OUT_OF_MEMORY, "npu:", device, " out of memory: tried to allocate ",
+                           FormatBytes(size), " (", size, " bytes) with ", FormatBytes(used), " (",
+                           used, " bytes) in use of ", FormatBytes(capacity_), " (", capacity_,
+                           " bytes) capacity; free device memory or set NPU_SIM_MEMORY to raise the "
+                           "limit");
+      }
+      // Reserved before mapping so that concurrent allocations cannot overshoot the capacity.
+      used_[device] = used + mapped_size;
+    }
+  }
+  void* base = mapped_size == 0 ? MAP_FAILED
+                                : mmap(nullptr, mapped_size, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const int mmap_errno = mapped_size == 0 ? ENOMEM : errno;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (base == MAP_FAILED) {
+    if (bounded) used_[device] -= mapped_size;
+    return NPU_RT_FAIL(NRT_ERROR_OUT_OF_MEMORY, "cannot map ", FormatBytes(size), " (", size,
+                       " bytes) of ", Where(device), " memory: ", std::strerror(mmap_errno),
+                       "; the host is out of address space or memory");
+  }
+  blocks_.Insert(Block{base, size, mapped_size, device});
+  NPU_RT_LOG(kDebug, Where(device), " allocated ", size, " bytes at ", base,
+             bounded ? StrCat("; ", used + mapped_size, " of ", capacity_, " bytes in use") : "");
+  *ptr = base;
+  return NRT_SUCCESS;
+}
+
+std::optional<Block> DeviceMemory::Release(void* ptr, bool pinned_host) {
+  std::optional<Block> block;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Block* found = blocks_.Find(ptr);
+    if (found == nullptr || found->base != ptr || (found->device == kPinnedHost) != pinned_host) {
+      return std::nullopt;
+    }
+    block = blocks_.Erase(ptr);
+    if (!pinned_host) used_[block->device] -= block->mapped_size;
+  }
+  // Unmapped outside the lock: returning many touched pages to the kernel takes a while.
+  munmap(block->base, block->mapped_size);
+  NPU_RT_LOG(kDebug, Where(block->device), " freed ", block->size, " bytes at ", ptr);
+  return block;
+}
+
+std::optional<Block> DeviceMemory::Find(const void* p) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Block* block = blocks_.Find(p);
+  if (block == nullptr) return std::nullopt;
+  return *block;
+}
+
+size_t DeviceMemory::UsedBytes(int device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return used_[device];
+}
+
+namespace {
+
+// Explains why ptr could not be freed as `pinned_host` memory, pointing at the right call.
+nrtError_t FailFree(const DeviceMemory& memory, const void* ptr, bool pinned_host) {
+  const char* api = pinned_host ? "nrtFreeHost" : "nrtFree";
+  const std::optional<Block> block = memory.Find(ptr);
+  if (!block) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_POINTER, api, ": ", ptr, " is not a live ",
+                       pinned_host ? "pinned host" : "device",
+                       " allocation: it was already freed, or did not come from ",
+                       pinned_host ? "nrtMallocHost" : "nrtMalloc");
+  }
+  if ((block->device == kPinnedHost) != pinned_host) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_POINTER, api, ": ", ptr, " is ", Where(block->device),
+                       " memory; free it with ", pinned_host ? "nrtFree" : "nrtFreeHost");
+  }
+  return NPU_RT_FAIL(NRT_ERROR_INVALID_POINTER, api, ": ", ptr, " lies inside the ",
+                     Where(block->device), " allocation at ", block->base, " (", block->size,
+                     " bytes) but is not its start; free the pointer the allocation returned");
+}
+
+}  // namespace
+}  // namespace npu::runtime
+
+using npu::runtime::Runtime;
+
+extern "C" {
+
+nrtError_t nrtMalloc(void** ptr, size_t size) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (ptr == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtMalloc: ptr is NULL");
+    return rt.memory().Allocate(rt.current_device(), size, ptr);
+  });
+}
+
+nrtError_t nrtFree(void* ptr) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (ptr == nullptr || rt.memory().Release(ptr, /*pinned_host=*/false)) return NRT_SUCCESS;
+    return npu::runtime::FailFree(rt.memory(), ptr, /*pinned_host=*/false);
+  });
+}
+
+nrtError_t nrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (free_bytes == nullptr || total_bytes == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtMemGetInfo: free_bytes or total_bytes is NULL");
+    }
+    *total_bytes = rt.memory().capacity();
+    *free_bytes = *total_bytes - rt.memory().UsedBytes(rt.current_device());
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtPointerGetDevice(const void* ptr, int32_t* device) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (device == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtPointerGetDevice: device is NULL");
+    const auto block = rt.memory().Find(ptr);
+    if (!block || block->device == npu::runtime::kPinnedHost) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_POINTER, "nrtPointerGetDevice: ", ptr,
+                         " is not inside a live device allocation");
+    }
+    *device = block->device;
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtMallocHost(void** ptr, size_t size) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (ptr == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtMallocHost: ptr is NULL");
+    return rt.memory().Allocate(npu::runtime::kPinnedHost, size, ptr);
+  });
+}
+
+nrtError_t nrtFreeHost(void* ptr) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (ptr == nullptr || rt.memory().Release(ptr, /*pinned_host=*/true)) return NRT_SUCCESS;
+    return npu::runtime::FailFree(rt.memory(), ptr, /*pinned_host=*/true);
+  });
+}
+
+int nrtIsPinnedHostPtr(const void* ptr) {
+  try {
+    npu::runtime::RuntimeRef ref;
+    if (ref.get() == nullptr || ptr == nullptr) return 0;
+    const auto block = ref.get()->memory().Find(ptr);
+    return block && block->device == npu::runtime::kPinnedHost ? 1 : 0;
+  } catch (...) {
+    return 0;  // an int answer has no room for an error; start-up failing means "no"
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,183 @@
+// Event.cpp - event records, the event registry, and the event C API.
+#include "Event.h"
+
+#include <utility>
+
+#include "Error.h"
+#include "Runtime.h"
+#include "Stream.h"
+#include "StreamRegistry.h"
+
+namespace npu::runtime {
+
+void EventRecord::Complete() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    time_ = std::chrono::steady_clock::now();
+    done_ = true;
+  }
+  completed_.notify_all();
+}
+
+void EventRecord::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  completed_.wait(lock, [&] { return done_; });
+}
+
+bool EventRecord::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+std::chrono::steady_clock::time_point EventRecord::time() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return time_;
+}
+
+std::shared_ptr<EventRecord> Event::latest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+void Event::set_latest(std::shared_ptr<EventRecord> record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  latest_ = std::move(record);
+}
+
+nrtEvent_t EventRegistry::Create() {
+  const uint64_t id = NextHandleId();
+  events_.Insert(id, std::make_shared<Event>());
+  return ToHandle<nrtEvent_t>(id);
+}
+
+namespace {
+
+nrtError_t FailUnknownEvent(nrtEvent_t handle) {
+  return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, "event #", HandleId(handle),
+                     " is not a live event: it was destroyed, or not created by nrtEventCreate "
+                     "since the last nrtFinalize");
+}
+
+}  // namespace
+
+nrtError_t EventRegistry::Resolve(nrtEvent_t handle, std::shared_ptr<Event>* event) const {
+  *event = events_.Find(HandleId(handle));
+  return *event ? NRT_SUCCESS : FailUnknownEvent(handle);
+}
+
+nrtError_t EventRegistry::Destroy(nrtEvent_t handle) {
+  return events_.Remove(HandleId(handle)) ? NRT_SUCCESS : FailUnknownEvent(handle);
+}
+
+}  // namespace npu::runtime
+
+using npu::runtime::EventRecord;
+using npu::runtime::Runtime;
+using EventPtr = std::shared_ptr<npu::runtime::Event>;
+using StreamPtr = std::shared_ptr<npu::runtime::Stream>;
+
+extern "C" {
+
+nrtError_t nrtEventCreate(nrtEvent_t* event) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (event == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtEventCreate: event is NULL");
+    *event = rt.events().Create();
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtEventDestroy(nrtEvent_t event) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) { return rt.events().Destroy(event); });
+}
+
+nrtError_t nrtEventRecord(nrtEvent_t event, nrtStream_t stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    EventPtr found_event;
+    StreamPtr found_stream;
+    if (nrtError_t error = rt.events().Resolve(event, &found_event)) return error;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found_stream)) {
+      return error;
+    }
+    auto record = std::make_shared<EventRecord>(found_stream);
+    if (nrtError_t error = found_stream->Enqueue([record] {
+          record->Complete();
+          return 0;
+        })) {
+      return error;
+    }
+    found_event->set_latest(std::move(record));
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtEventSynchronize(nrtEvent_t event) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    EventPtr found;
+    if (nrtError_t error = rt.events().Resolve(event, &found)) return error;
+    const std::shared_ptr<EventRecord> record = found->latest();
+    if (!record) return NRT_SUCCESS;
+    StreamPtr stream = record->stream();
+    if (stream && stream->OnWorkerThread() && !record->done()) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "cannot synchronize event #",
+                         npu::runtime::HandleId(event), " from a host function of ", stream->name(),
+                         ", which has yet to reach it: it would wait for itself");
+    }
+    record->Wait();
+    return stream ? npu::runtime::ReportTaskErrors({stream}) : NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtEventQuery(nrtEvent_t event) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    EventPtr found;
+    if (nrtError_t error = rt.events().Resolve(event, &found)) return error;
+    const std::shared_ptr<EventRecord> record = found->latest();
+    return !record || record->done() ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
+  });
+}
+
+nrtError_t nrtEventElapsedTime(float* ms, nrtEvent_t start, nrtEvent_t end) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (ms == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtEventElapsedTime: ms is NULL");
+    EventPtr events[2];
+    const nrtEvent_t handles[2] = {start, end};
+    std::shared_ptr<EventRecord> records[2];
+    for (int i = 0; i < 2; ++i) {
+      if (nrtError_t error = rt.events().Resolve(handles[i], &events[i])) return error;
+      records[i] = events[i]->latest();
+      if (!records[i]) {
+        return NPU_RT_FAIL(NRT_ERROR_EVENT_NOT_RECORDED, "nrtEventElapsedTime: the ",
+                           i == 0 ? "start" : "end", " event #", npu::runtime::HandleId(handles[i]),
+                           " was never recorded; call nrtEventRecord on it first");
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (!records[i]->done()) {
+        return NPU_RT_FAIL(NRT_ERROR_NOT_READY, "nrtEventElapsedTime: the ",
+                           i == 0 ? "start" : "end", " event #", npu::runtime::HandleId(handles[i]),
+                           " has not completed yet; synchronize on it first");
+      }
+    }
+    *ms = std::chrono::duration<float, std::milli>(records[1]->time() - records[0]->time()).count();
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    StreamPtr found_stream;
+    EventPtr found_event;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found_stream)) {
+      return error;
+    }
+    if (nrtError_t error = rt.events().Resolve(event, &found_event)) return error;
+    std::shared_ptr<EventRecord> record = found_event->latest();
+    if (!record || record->done()) return NRT_SUCCESS;
+    return found_stream->Enqueue([record = std::move(record)] {
+      record->Wait();
+      return 0;
+    });
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,60 @@
+// Event.h - events: markers recorded into a stream that complete, timestamped, in stream order.
+#ifndef NPU_RUNTIME_SRC_EVENT_H_
+#define NPU_RUNTIME_SRC_EVENT_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "HandleTable.h"
+#include "npu/runtime.h"
+
+namespace npu::runtime {
+
+class Stream;
+
+// One nrtEventRecord() call. Shared by the event and the tasks that complete or wait for it, so
+// destroying or re-recording the event never pulls it from under a waiting stream.
+class EventRecord {
+ public:
+  explicit EventRecord(std::weak_ptr<Stream> stream) : stream_(std::move(stream)) {}
+
+  void Complete();
+  void Wait();
+  bool done() const;
+  std::chrono::steady_clock::time_point time() const;  // meaningful once done()
+  // The stream it was recorded on, whose task errors an event sync reports; null once destroyed.
+  std::shared_ptr<Stream> stream() const { return stream_.lock(); }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable completed_;
+  bool done_ = false;
+  std::chrono::steady_clock::time_point time_;
+  const std::weak_ptr<Stream> stream_;
+};
+
+class Event {
+ public:
+  std::shared_ptr<EventRecord> latest() const;  // null if never recorded
+  void set_latest(std::shared_ptr<EventRecord> record);
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<EventRecord> latest_;
+};
+
+class EventRegistry {
+ public:
+  nrtEvent_t Create();
+  nrtError_t Resolve(nrtEvent_t handle, std::shared_ptr<Event>* event) const;
+  nrtError_t Destroy(nrtEvent_t handle);
+
+ private:
+  HandleTable<Event> events_;
+};
+
+}  // namespace npu::runtime
+
+#endif  // NPU_RUNTIME_SRC_EVENT_H_

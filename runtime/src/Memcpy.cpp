@@ -1,0 +1,164 @@
+// Memcpy.cpp - checks that each copy's kind matches where its pointers live; the copy C API.
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "DeviceMemory.h"
+#include "Error.h"
+#include "Log.h"
+#include "Runtime.h"
+#include "Stream.h"
+#include "StreamRegistry.h"
+
+namespace npu::runtime {
+namespace {
+
+struct Sides {
+  bool dst_on_device;
+  bool src_on_device;
+};
+
+std::optional<Sides> SidesOf(nrtMemcpyKind kind) {
+  switch (kind) {
+    case NRT_MEMCPY_HOST_TO_HOST:
+      return Sides{false, false};
+    case NRT_MEMCPY_HOST_TO_DEVICE:
+      return Sides{true, false};
+    case NRT_MEMCPY_DEVICE_TO_HOST:
+      return Sides{false, true};
+    case NRT_MEMCPY_DEVICE_TO_DEVICE:
+      return Sides{true, true};
+  }
+  return std::nullopt;
+}
+
+const char* KindName(const Sides& sides) {
+  static constexpr const char* kNames[2][2] = {
+      {"NRT_MEMCPY_HOST_TO_HOST", "NRT_MEMCPY_DEVICE_TO_HOST"},
+      {"NRT_MEMCPY_HOST_TO_DEVICE", "NRT_MEMCPY_DEVICE_TO_DEVICE"}};
+  return kNames[sides.dst_on_device][sides.src_on_device];
+}
+
+// Only for kinds CheckCopy() has accepted.
+const char* KindName(nrtMemcpyKind kind) { return KindName(*SidesOf(kind)); }
+
+// [p, p + count) must lie inside one live device allocation.
+nrtError_t CheckDeviceRange(const DeviceMemory& memory, const char* api, const char* role,
+                            const void* p, size_t count, nrtError_t not_device_error,
+                            const char* remedy) {
+  const std::optional<Block> block = memory.Find(p);
+  if (!block || block->device == kPinnedHost) {
+    return NPU_RT_FAIL(not_device_error, api, ": ", role, " ", p, " is ",
+                       block ? "pinned host memory" : "not inside a live device allocation",
+                       "; ", remedy);
+  }
+  const size_t offset = static_cast<const char*>(p) - static_cast<const char*>(block->base);
+  const size_t room = block->size - offset;
+  if (count > room) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, api, ": ", role, " range of ", count, " bytes at ",
+                       p, " overruns its npu:", block->device, " allocation (", block->size,
+                       " bytes at ", block->base, ") by ", count - room,
+                       " bytes; only ", room, " bytes are left after that address");
+  }
+  return NRT_SUCCESS;
+}
+
+nrtError_t CheckCopySide(const DeviceMemory& memory, const char* api, bool is_dst, const void* p,
+                         size_t count, const Sides& sides) {
+  const char* role = is_dst ? "dst" : "src";
+  const bool on_device = is_dst ? sides.dst_on_device : sides.src_on_device;
+  Sides flipped = sides;
+  (is_dst ? flipped.dst_on_device : flipped.src_on_device) = !on_device;
+  if (on_device) {
+    const std::string remedy = StrCat(KindName(sides), " expects it in device memory from nrtMalloc;",
+                                      " for host memory use ", KindName(flipped));
+    return CheckDeviceRange(memory, api, role, p, count, NRT_ERROR_INVALID_MEMCPY_KIND,
+                            remedy.c_str());
+  }
+  const std::optional<Block> block = memory.Find(p);
+  if (block && block->device != kPinnedHost) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_MEMCPY_KIND, api, ": ", role, " ", p,
+                       " is device memory on npu:", block->device, " but ", KindName(sides),
+                       " expects host memory; use ", KindName(flipped));
+  }
+  return NRT_SUCCESS;
+}
+
+nrtError_t CheckCopy(const DeviceMemory& memory, const char* api, void* dst, const void* src,
+                     size_t count, nrtMemcpyKind kind) {
+  const std::optional<Sides> sides = SidesOf(kind);
+  if (!sides) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_MEMCPY_KIND, api, ": unknown memcpy kind ",
+                       static_cast<int>(kind), "; use one of the nrtMemcpyKind values");
+  }
+  if (count == 0) return NRT_SUCCESS;
+  if (dst == nullptr || src == nullptr) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, api, ": ", dst == nullptr ? "dst" : "src",
+                       " is NULL for a copy of ", count, " bytes");
+  }
+  if (nrtError_t error = CheckCopySide(memory, api, /*is_dst=*/true, dst, count, *sides)) {
+    return error;
+  }
+  return CheckCopySide(memory, api, /*is_dst=*/false, src, count, *sides);
+}
+
+}  // namespace
+}  // namespace npu::runtime
+
+using npu::runtime::Runtime;
+
+extern "C" {
+
+nrtError_t nrtMemcpy(void* dst, const void* src, size_t count, nrtMemcpyKind kind) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (nrtError_t error = npu::runtime::CheckCopy(rt.memory(), "nrtMemcpy", dst, src, count, kind)) {
+      return error;
+    }
+    if (count == 0) return NRT_SUCCESS;
+    // memmove: a device-to-device copy may stay within one allocation and overlap.
+    std::memmove(dst, src, count);
+    NPU_RT_LOG(kDebug, "nrtMemcpy copied ", count, " bytes ", src, " -> ", dst, " (",
+               npu::runtime::KindName(kind), ")");
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtMemcpyAsync(void* dst, const void* src, size_t count, nrtMemcpyKind kind,
+                          nrtStream_t stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    std::shared_ptr<npu::runtime::Stream> found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    if (nrtError_t error =
+            npu::runtime::CheckCopy(rt.memory(), "nrtMemcpyAsync", dst, src, count, kind)) {
+      return error;
+    }
+    if (count == 0) return NRT_SUCCESS;
+    NPU_RT_LOG(kDebug, "nrtMemcpyAsync queued ", count, " bytes ", src, " -> ", dst, " (",
+               npu::runtime::KindName(kind), ") on ", found->name());
+    return found->Enqueue([dst, src, count] {
+      std::memmove(dst, src, count);
+      return 0;
+    });
+  });
+}
+
+nrtError_t nrtMemsetAsync(void* dst, int value, size_t count, nrtStream_t stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    std::shared_ptr<npu::runtime::Stream> found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    if (count == 0) return NRT_SUCCESS;
+    if (nrtError_t error = npu::runtime::CheckDeviceRange(
+            rt.memory(), "nrtMemsetAsync", "dst", dst, count, NRT_ERROR_INVALID_POINTER,
+            "nrtMemsetAsync sets device memory from nrtMalloc only")) {
+      return error;
+    }
+    NPU_RT_LOG(kDebug, "nrtMemsetAsync queued ", count, " bytes at ", dst, " to ", value, " on ",
+               found->name());
+    return found->Enqueue([dst, value, count] {
+      std::memset(dst, value, count);
+      return 0;
+    });
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,146 @@
+// StreamRegistry.cpp - stream handles and default streams, and the stream and device-sync C API.
+#include "StreamRegistry.h"
+
+#include <utility>
+
+#include "Error.h"
+#include "Runtime.h"
+
+namespace npu::runtime {
+
+StreamRegistry::StreamRegistry(int device_count, uint64_t generation)
+    : generation_(generation), defaults_(static_cast<size_t>(device_count)) {}
+
+StreamRegistry::~StreamRegistry() { ShutdownAll(); }
+
+std::shared_ptr<Stream> StreamRegistry::Add(int device, bool is_default) {
+  const uint64_t id = NextHandleId();
+  auto stream = std::make_shared<Stream>(id, device, is_default, generation_);
+  streams_.Insert(id, stream);
+  return stream;
+}
+
+std::shared_ptr<Stream> StreamRegistry::Create(int device) { return Add(device, false); }
+
+nrtError_t StreamRegistry::Resolve(nrtStream_t handle, int current_device,
+                                   std::shared_ptr<Stream>* stream) {
+  if (handle == nullptr) {
+    std::lock_guard<std::mutex> lock(defaults_mu_);
+    std::shared_ptr<Stream>& default_stream = defaults_[current_device];
+    if (!default_stream) default_stream = Add(current_device, true);
+    *stream = default_stream;
+    return NRT_SUCCESS;
+  }
+  *stream = streams_.Find(HandleId(handle));
+  if (*stream) return NRT_SUCCESS;
+  return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, "stream #", HandleId(handle),
+                     " is not a live stream: it was destroyed, or not created by nrtStreamCreate "
+                     "since the last nrtFinalize");
+}
+
+nrtError_t StreamRegistry::Remove(nrtStream_t handle, std::shared_ptr<Stream>* stream) {
+  if (handle == nullptr) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE,
+                       "the default stream (NULL) belongs to its device and cannot be destroyed");
+  }
+  std::shared_ptr<Stream> found;
+  if (nrtError_t error = Resolve(handle, 0, &found)) return error;
+  if (found->OnWorkerThread()) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "cannot destroy ", found->name(),
+                       " from one of its own host functions: destroying waits for its work");
+  }
+  *stream = streams_.Remove(found->id());
+  if (*stream) return NRT_SUCCESS;
+  // Another thread destroyed it between the lookup and here.
+  return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, found->name(), " was destroyed concurrently");
+}
+
+std::vector<std::shared_ptr<Stream>> StreamRegistry::OnDevice(int device) const {
+  return streams_.Select([device](const Stream& stream) { return stream.device() == device; });
+}
+
+void StreamRegistry::ShutdownAll() {
+  {
+    std::lock_guard<std::mutex> lock(defaults_mu_);
+    for (auto& stream : defaults_) stream.reset();
+  }
+  for (const auto& stream : streams_.TakeAll()) stream->Shutdown();
+}
+
+}  // namespace npu::runtime
+
+using npu::runtime::Runtime;
+using npu::runtime::Stream;
+using StreamPtr = std::shared_ptr<npu::runtime::Stream>;
+
+extern "C" {
+
+nrtError_t nrtStreamCreate(nrtStream_t* stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (stream == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamCreate: stream is NULL");
+    *stream = npu::runtime::ToHandle<nrtStream_t>(rt.streams().Create(rt.current_device())->id());
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtStreamDestroy(nrtStream_t stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Remove(stream, &found)) return error;
+    found->Shutdown();
+    NPU_RT_LOG(kInfo, "destroyed ", found->name());
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtStreamSynchronize(nrtStream_t stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    if (nrtError_t error = found->Synchronize()) return error;
+    return npu::runtime::ReportTaskErrors({found});
+  });
+}
+
+nrtError_t nrtStreamQuery(nrtStream_t stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    return found->Idle() ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
+  });
+}
+
+nrtError_t nrtStreamGetDevice(nrtStream_t stream, int32_t* device) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (device == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamGetDevice: device is NULL");
+    if (stream == nullptr) {
+      *device = rt.current_device();  // no need to create the default stream to answer
+      return NRT_SUCCESS;
+    }
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    *device = found->device();
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (fn == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtLaunchHostFunc: fn is NULL");
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    return found->Enqueue([fn, user_data] { return fn(user_data); });
+  });
+}
+
+nrtError_t nrtDeviceSynchronize(void) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    const std::vector<StreamPtr> streams = rt.streams().OnDevice(rt.current_device());
+    for (const StreamPtr& stream : streams) {
+      if (nrtError_t error = stream->Synchronize()) return error;
+    }
+    return npu::runtime::ReportTaskErrors(streams);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,43 @@
+// StreamRegistry.h - the live streams of a runtime, including each device's lazily created default.
+#ifndef NPU_RUNTIME_SRC_STREAM_REGISTRY_H_
+#define NPU_RUNTIME_SRC_STREAM_REGISTRY_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "HandleTable.h"
+#include "Stream.h"
+#include "npu/runtime.h"
+
+namespace npu::runtime {
+
+class StreamRegistry {
+ public:
+  StreamRegistry(int device_count, uint64_t generation);
+  ~StreamRegistry();  // ShutdownAll()
+  StreamRegistry(const StreamRegistry&) = delete;
+  StreamRegistry& operator=(const StreamRegistry&) = delete;
+
+  std::shared_ptr<Stream> Create(int device);
+  // NULL is current_device's default stream, created on first use; anything else must be live.
+  nrtError_t Resolve(nrtStream_t handle, int current_device, std::shared_ptr<Stream>* stream);
+  // Unregisters a user-created stream; the caller then shuts it down.
+  nrtError_t Remove(nrtStream_t handle, std::shared_ptr<Stream>* stream);
+  std::vector<std::shared_ptr<Stream>> OnDevice(int device) const;
+  // Drains and joins every stream; used by nrtFinalize().
+  void ShutdownAll();
+
+ private:
+  std::shared_ptr<Stream> Add(int device, bool is_default);
+
+  const uint64_t generation_;
+  HandleTable<Stream> streams_;  // every live stream, defaults included
+  std::mutex defaults_mu_;
+  std::vector<std::shared_ptr<Stream>> defaults_;  // per device; null until first used
+};
+
+}  // namespace npu::runtime
+
+#endif  // NPU_RUNTIME_SRC_STREAM_REGISTRY_H_

@@ -1,0 +1,226 @@
+// StreamTest.cpp - stream order, sync and query, destruction, handles, concurrency, task errors.
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "RuntimeTest.h"
+
+namespace npu::runtime::testing {
+namespace {
+
+using StreamTest = RuntimeTest;
+
+std::string RecentMessage() { return nrtGetRecentErrMsg(); }
+
+TEST_F(StreamTest, QueryIsNotReadyUntilPendingWorkRuns) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  NRT_EXPECT_OK(nrtStreamQuery(stream));
+  Gate gate;
+  std::atomic<int> ran{0};
+  NRT_ASSERT_OK(LaunchCallable(stream, gate.Blocker()));
+  NRT_ASSERT_OK(LaunchCallable(stream, [&] { return ran.fetch_add(1), 0; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(nrtStreamQuery(stream), NRT_ERROR_NOT_READY);
+  EXPECT_EQ(ran.load(), 0);
+  gate.Open();
+  NRT_EXPECT_OK(nrtStreamSynchronize(stream));
+  EXPECT_EQ(ran.load(), 1);
+  NRT_EXPECT_OK(nrtStreamQuery(stream));
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
+}
+
+TEST_F(StreamTest, TasksRunInOrderOnTheDefaultStream) {
+  std::vector<int> order;
+  for (int i = 0; i < 100; ++i) {
+    NRT_ASSERT_OK(LaunchCallable(nullptr, [&order, i] { return order.push_back(i), 0; }));
+  }
+  NRT_ASSERT_OK(nrtStreamSynchronize(nullptr));
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST_F(StreamTest, DestroyWaitsForPendingWork) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 50; ++i) {
+    NRT_ASSERT_OK(LaunchCallable(stream, [&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      return ran.fetch_add(1), 0;
+    }));
+  }
+  NRT_ASSERT_OK(nrtStreamDestroy(stream));
+  EXPECT_EQ(ran.load(), 50);
+}
+
+TEST_F(StreamTest, DestroyedAndUnknownHandlesAreInvalid) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  NRT_ASSERT_OK(nrtStreamDestroy(stream));
+  int32_t device = 0;
+  auto noop = [](void*) { return 0; };
+  EXPECT_EQ(nrtStreamSynchronize(stream), NRT_ERROR_INVALID_HANDLE);
+  EXPECT_NE(RecentMessage().find("is not a live stream"), std::string::npos) << RecentMessage();
+  EXPECT_EQ(nrtStreamQuery(stream), NRT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(nrtStreamGetDevice(stream, &device), NRT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(nrtLaunchHostFunc(stream, noop, nullptr), NRT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(nrtStreamDestroy(stream), NRT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(nrtStreamQuery(reinterpret_cast<nrtStream_t>(0xdeadbeef)), NRT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(nrtStreamDestroy(nullptr), NRT_ERROR_INVALID_HANDLE) << "the default stream stays";
+  EXPECT_EQ(nrtLaunchHostFunc(nullptr, nullptr, nullptr), NRT_ERROR_INVALID_VALUE);
+  EXPECT_EQ(nrtStreamCreate(nullptr), NRT_ERROR_INVALID_VALUE);
+}
+
+TEST_F(StreamTest, HandlesDoNotSurviveFinalize) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  NRT_ASSERT_OK(nrtFinalize());
+  EXPECT_EQ(nrtStreamQuery(stream), NRT_ERROR_INVALID_HANDLE);
+  nrtStream_t fresh = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&fresh));
+  EXPECT_NE(fresh, stream) << "handles are never reused";
+  NRT_EXPECT_OK(nrtStreamDestroy(fresh));
+}
+
+TEST_F(StreamTest, ManyHostThreadsOnManyStreams) {
+  constexpr int kThreads = 8;
+  constexpr int kStreamsPerThread = 2;
+  constexpr int kTasksPerStream = 2000;
+  std::atomic<int64_t> total{0};
+  std::atomic<int> out_of_order{0};
+  std::atomic<int> api_errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      if (nrtSetDevice(t % 4) != NRT_SUCCESS) ++api_errors;
+      nrtStream_t streams[kStreamsPerThread] = {};
+      std::vector<int> next(kStreamsPerThread, 0);
+      for (auto& stream : streams) {
+        if (nrtStreamCreate(&stream) != NRT_SUCCESS) ++api_errors;
+      }
+      for (int i = 0; i < kTasksPerStream; ++i) {
+        for (int s = 0; s < kStreamsPerThread; ++s) {
+          const nrtError_t error = LaunchCallable(streams[s], [&, s, i] {
+            if (next[s]++ != i) ++out_of_order;
+            total.fetch_add(1);
+            return 0;
+          });
+          if (error != NRT_SUCCESS) ++api_errors;
+        }
+      }
+      if (nrtDeviceSynchronize() != NRT_SUCCESS) ++api_errors;
+      for (int s = 0; s < kStreamsPerThread; ++s) {
+        if (next[s] != kTasksPerStream) ++out_of_order;
+        if (nrtStreamDestroy(streams[s]) != NRT_SUCCESS) ++api_errors;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(api_errors.load(), 0);
+  EXPECT_EQ(out_of_order.load(), 0);
+  EXPECT_EQ(total.load(), int64_t{kThreads} * kStreamsPerThread * kTasksPerStream);
+}
+
+TEST_F(StreamTest, TaskFailureIsReportedOnceAtTheNextSyncAndTheStreamKeepsWorking) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  std::atomic<int> ran_after{0};
+  NRT_ASSERT_OK(LaunchCallable(stream, [] {
+    nrtSetTaskErrMsg("add_ failed: shapes [2] and [3] do not broadcast (model.py:12)");
+    return 3;
+  }));
+  NRT_ASSERT_OK(LaunchCallable(stream, [&] { return ran_after.fetch_add(1), 0; }));
+  EXPECT_EQ(nrtStreamSynchronize(stream), NRT_ERROR_TASK_FAILED);
+  EXPECT_EQ(RecentMessage(), "add_ failed: shapes [2] and [3] do not broadcast (model.py:12)");
+  EXPECT_EQ(ran_after.load(), 1) << "tasks after a failure still run";
+  NRT_EXPECT_OK(nrtStreamSynchronize(stream)) << "reported exactly once";
+
+  NRT_ASSERT_OK(LaunchCallable(stream, [&] { return ran_after.fetch_add(1), 0; }));
+  NRT_EXPECT_OK(nrtStreamSynchronize(stream));
+  EXPECT_EQ(ran_after.load(), 2);
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
+}
+
+TEST_F(StreamTest, OnlyTheFirstFailureIsKeptWithACountOfTheRest) {
+  NRT_ASSERT_OK(LaunchCallable(nullptr, [] { return 7; }));
+  NRT_ASSERT_OK(LaunchCallable(nullptr, [] { return nrtSetTaskErrMsg("second"), 1; }));
+  NRT_ASSERT_OK(LaunchCallable(nullptr, [] { return 2; }));
+  EXPECT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  EXPECT_EQ(RecentMessage(), "host function failed with code 7 (and 2 more failed tasks)");
+}
+
+TEST_F(StreamTest, TaskErrMsgOfASucceedingFunctionIsIgnored) {
+  NRT_ASSERT_OK(LaunchCallable(nullptr, [] { return nrtSetTaskErrMsg("only a warning"), 0; }));
+  NRT_ASSERT_OK(LaunchCallable(nullptr, [] { return 5; }));
+  EXPECT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  EXPECT_EQ(RecentMessage(), "host function failed with code 5");
+}
+
+TEST_F(StreamTest, ExceptionsInHostFunctionsBecomeTaskErrors) {
+  NRT_ASSERT_OK(LaunchCallable(nullptr, []() -> int { throw std::runtime_error("bad kernel"); }));
+  EXPECT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  EXPECT_EQ(RecentMessage(), "bad kernel");
+  NRT_ASSERT_OK(LaunchCallable(nullptr, []() -> int { throw 42; }));
+  EXPECT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  EXPECT_NE(RecentMessage().find("not a std::exception"), std::string::npos) << RecentMessage();
+  NRT_EXPECT_OK(nrtStreamSynchronize(nullptr));
+}
+
+TEST_F(StreamTest, DeviceSynchronizeWaitsForAndReportsOnlyItsDevice) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 20; ++i) {
+    NRT_ASSERT_OK(LaunchCallable(stream, [&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      return ran.fetch_add(1), 0;
+    }));
+  }
+  NRT_ASSERT_OK(LaunchCallable(nullptr, [] { return nrtSetTaskErrMsg("failed on npu:0"), 1; }));
+  NRT_ASSERT_OK(nrtSetDevice(1));
+  NRT_EXPECT_OK(nrtDeviceSynchronize());
+  NRT_ASSERT_OK(nrtSetDevice(0));
+  EXPECT_EQ(nrtDeviceSynchronize(), NRT_ERROR_TASK_FAILED);
+  EXPECT_EQ(RecentMessage(), "failed on npu:0");
+  EXPECT_EQ(ran.load(), 20);
+  NRT_EXPECT_OK(nrtDeviceSynchronize());
+  NRT_EXPECT_OK(nrtStreamSynchronize(nullptr)) << "already reported by the device sync";
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
+}
+
+TEST_F(StreamTest, WaitingForItselfIsRejected) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  nrtError_t sync_result = NRT_SUCCESS;
+  nrtError_t destroy_result = NRT_SUCCESS;
+  NRT_ASSERT_OK(LaunchCallable(stream, [&] {
+    sync_result = nrtStreamSynchronize(stream);
+    destroy_result = nrtStreamDestroy(stream);
+    return 0;
+  }));
+  NRT_EXPECT_OK(nrtStreamSynchronize(stream));
+  EXPECT_EQ(sync_result, NRT_ERROR_INVALID_VALUE);
+  EXPECT_EQ(destroy_result, NRT_ERROR_INVALID_VALUE);
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
+}
+
+TEST_F(StreamTest, FinalizeDrainsStreams) {
+  std::atomic<int> ran{0};
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  for (nrtStream_t target : {stream, static_cast<nrtStream_t>(nullptr)}) {
+    NRT_ASSERT_OK(LaunchCallable(target, [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return ran.fetch_add(1), 0;
+    }));
+  }
+  NRT_ASSERT_OK(nrtFinalize());
+  EXPECT_EQ(ran.load(), 2);
+}
+
+}  // namespace
+}  // namespace npu::runtime::testing

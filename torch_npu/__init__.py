@@ -1,0 +1,30 @@
+"""torch_npu: `npu` as a first-class PyTorch device, backed by the built-in software NPU.
+
+Importing this package (or plain `import torch`, through the `torch.backends` entry point) registers
+the device: `torch.device("npu")`, `Tensor.npu()`, `torch.npu.*`.
+"""
+
+import torch
+
+from torch_npu import _C  # noqa: F401  (loading it registers kernels, allocator, guard and hooks)
+
+__version__ = "0.1.0"
+
+
+def _register_device() -> None:
+    if torch._C._get_privateuse1_backend_name() == "npu":
+        return
+    torch.utils.rename_privateuse1_backend("npu")
+    from torch_npu import npu as _npu_module
+
+    torch._register_device_module("npu", _npu_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
+    )
+
+
+_register_device()
+
+
+def _autoload() -> None:
+    """Entry point for `torch.backends`: importing the package already registered everything."""

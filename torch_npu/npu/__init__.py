@@ -1,0 +1,72 @@
+"""torch.npu: the device module for npu (mirrors torch.cuda's API)."""
+
+from torch_npu.npu.device import (
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_device_name,
+    init,
+    is_available,
+    is_initialized,
+    set_device,
+    synchronize,
+    _is_in_bad_fork,
+    _lazy_init,
+)
+from torch_npu.npu.streams import (
+    Event,
+    Stream,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+    StreamContext,
+)
+from torch_npu.npu.memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+from torch_npu.npu.random import (
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from torch_npu.npu.tensor_types import (
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
+
+
+def get_amp_supported_dtype():
+    """dtypes torch.autocast("npu") may cast to."""
+    import torch
+
+    return [torch.float16, torch.bfloat16]
+
+
+__all__ = [name for name in dir() if not name.startswith("_")]

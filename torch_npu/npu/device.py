@@ -1,0 +1,90 @@
+"""Device selection and synchronisation for npu."""
+
+import torch
+
+from torch_npu import _C
+
+
+def _index(dev=None, optional=True) -> int:
+    """Device index from an int, 'npu:N', torch.device or None (current device)."""
+    if dev is None:
+        return _C._current_device()
+    if isinstance(dev, str):
+        dev = torch.device(dev)
+    if isinstance(dev, torch.device):
+        if dev.type != "npu":
+            raise ValueError(f"expected an npu device, got {dev}")
+        return _C._current_device() if dev.index is None else dev.index
+    if isinstance(dev, int):
+        return dev
+    raise TypeError(f"expected a device index, 'npu:N' or torch.device, got {type(dev).__name__}")
+
+
+def is_available() -> bool:
+    return _C._device_count() > 0
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def init() -> None:
+    """The software NPU needs no explicit initialisation; kept for torch.cuda parity."""
+
+
+def _lazy_init() -> None:
+    pass
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(dev) -> None:
+    idx = _index(dev)
+    if idx >= 0:
+        _C._set_device(idx)
+
+
+def synchronize(dev=None) -> None:
+    """Wait for all work queued on every stream of the device; raises a failed task's error."""
+    _C._synchronize(_index(dev))
+
+
+def get_device_name(dev=None) -> str:
+    _C._check_device(_index(dev))
+    return "Software NPU (simnpu)"
+
+
+class device:
+    """Context manager that makes `dev` the current npu device."""
+
+    def __init__(self, dev):
+        self.idx = _index(dev) if dev is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev_idx = _C._current_device()
+            _C._set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc):
+        if self.prev_idx >= 0:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of tensor `obj` current (no-op for CPU tensors)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.is_npu else None)

@@ -1,0 +1,97 @@
+"""npu streams and events: thin subclasses of torch.Stream / torch.Event (the device guard does the work)."""
+
+import torch
+
+from torch_npu.npu.device import _index
+
+
+class Stream(torch.Stream):
+    """An in-order queue of device work on one npu (a runtime stream with its own worker)."""
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        if kwargs:  # wrapping an existing stream (stream_id, device_index, device_type)
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, torch.device("npu", _index(device)), priority=priority)
+
+    def wait_event(self, event):
+        event.wait(self)
+
+    def wait_stream(self, stream):
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, torch.Stream) and super().__eq__(other)
+
+    def __hash__(self):
+        return hash((self.stream_id, self.device_index))
+
+
+class Event(torch.Event):
+    """A marker on a stream: query / synchronize / wait, and timing between two events."""
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return super().__new__(cls, torch.device("npu"), enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
+
+    def record(self, stream=None):
+        super().record(stream if stream is not None else current_stream())
+
+    def wait(self, stream=None):
+        super().wait(stream if stream is not None else current_stream())
+
+
+def _wrap(s: torch.Stream) -> Stream:
+    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
+def current_stream(device=None) -> Stream:
+    return _wrap(torch.accelerator.current_stream(torch.device("npu", _index(device))))
+
+
+def default_stream(device=None) -> Stream:
+    idx = _index(device)
+    return Stream(stream_id=0, device_index=idx, device_type=current_stream(idx).device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Makes `stream` current on its device (and that device current) inside a with block."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.prev_stream = None
+        self.prev_device = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return self
+        from torch_npu import _C
+
+        self.prev_device = _C._current_device()
+        if self.stream.device_index != self.prev_device:
+            _C._set_device(self.stream.device_index)
+        self.prev_stream = current_stream(self.stream.device_index)
+        torch.accelerator.set_stream(self.stream)
+        return self
+
+    def __exit__(self, *exc):
+        if self.stream is None:
+            return False
+        from torch_npu import _C
+
+        torch.accelerator.set_stream(self.prev_stream)
+        _C._set_device(self.prev_device)
+        return False
+
+
+def stream(stream) -> StreamContext:
+    return StreamContext(stream)
