@@ -6,7 +6,16 @@ the device: `torch.device("npu")`, `Tensor.npu()`, `torch.npu.*`.
 
 import torch
 
-from torch_npu import _C  # noqa: F401  (loading it registers kernels, allocator, guard and hooks)
+try:
+    from torch_npu import _C  # noqa: F401  (loading it registers kernels, allocator, guard and hooks)
+except ImportError as e:  # pragma: no cover - only when the source tree shadows the installed package
+    import os
+
+    raise ImportError(
+        f"torch_npu's native extension is missing in {os.path.dirname(__file__)}: this looks like the "
+        "source tree, not the installed package. Run `make build` and run Python outside the source "
+        "directory (or set TORCH_DEVICE_BACKEND_AUTOLOAD=0)."
+    ) from e
 
 __version__ = "0.1.0"
 

@@ -4,6 +4,7 @@
 #include <torch/csrc/Generator.h>
 
 #include "csrc/core/NPUCachingAllocator.h"
+#include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 
@@ -27,6 +28,14 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_memory_fraction", [](double fraction, int device) {
     c10_npu::NPUCachingAllocator::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(device));
+  });
+  // torch.Event.elapsed_time rejects subclasses as `other`, so torch.npu.Event times through here.
+  m.def("_event_elapsed_time", [](int64_t start, int64_t end) {
+    TORCH_CHECK(start != 0 && end != 0, "elapsed_time: both events must have been recorded");
+    float ms = 0;
+    NPU_CHECK(nrtEventElapsedTime(&ms, reinterpret_cast<nrtEvent_t>(start),
+                                  reinterpret_cast<nrtEvent_t>(end)));
+    return static_cast<double>(ms);
   });
   m.def("_memory_summary_short", [](int device) {
     return c10_npu::NPUCachingAllocator::memorySummary(static_cast<c10::DeviceIndex>(device));

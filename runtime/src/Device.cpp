@@ -73,17 +73,19 @@ Config ReadConfigFromEnv() {
     if (auto count = ParseDeviceCount(text)) {
       config.device_count = *count;
     } else {
-      NPU_RT_LOG(kWarning, "ignoring NPU_SIM_DEVICES=\"", text, "\": expected a device count in [1, ",
-                 kMaxDeviceCount, "]; using the default of ", kDefaultDeviceCount, " devices");
+      NPU_RT_LOG(kWarning, "ignoring NPU_SIM_DEVICES=\"", text,
+                 "\": expected a device count in [1, ", kMaxDeviceCount, "]; using the default of ",
+                 kDefaultDeviceCount, " devices");
     }
   }
   if (const char* text = std::getenv("NPU_SIM_MEMORY")) {
     if (auto bytes = ParseByteSize(text)) {
       config.memory_capacity = *bytes;
     } else {
-      NPU_RT_LOG(kWarning, "ignoring NPU_SIM_MEMORY=\"", text,
-                 "\": expected bytes or a size with a K/M/G/T suffix such as 16G; using the default "
-                 "of ", FormatBytes(kDefaultMemoryCapacity), " per device");
+      NPU_RT_LOG(
+          kWarning, "ignoring NPU_SIM_MEMORY=\"", text,
+          "\": expected bytes or a size with a K/M/G/T suffix such as 16G; using the default of ",
+          FormatBytes(kDefaultMemoryCapacity), " per device");
     }
   }
   return config;
@@ -97,11 +99,11 @@ void SetCurrentDevice(uint64_t generation, int device) { t_device = {generation,
 
 nrtError_t CheckDevice(const Config& config, int64_t device) {
   if (device >= 0 && device < config.device_count) return NRT_SUCCESS;
-  return NPU_RT_FAIL(NRT_ERROR_INVALID_DEVICE, "npu:", device, " does not exist: ",
-                     config.device_count, config.device_count == 1 ? " device is" : " devices are",
+  return NPU_RT_FAIL(NRT_ERROR_INVALID_DEVICE, "npu:", device,
+                     " does not exist: ", config.device_count,
+                     config.device_count == 1 ? " device is" : " devices are",
                      " configured (NPU_SIM_DEVICES=", config.device_count,
-                     "); use an index in [0, ", config.device_count,
-                     ") or raise NPU_SIM_DEVICES");
+                     "); use an index in [0, ", config.device_count, ") or raise NPU_SIM_DEVICES");
 }
 
 std::string FormatBytes(size_t bytes) {
@@ -126,7 +128,9 @@ extern "C" {
 
 nrtError_t nrtGetDeviceCount(int32_t* count) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (count == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetDeviceCount: count is NULL");
+    if (count == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetDeviceCount: count is NULL");
+    }
     *count = rt.config().device_count;
     return NRT_SUCCESS;
   });
@@ -142,7 +146,9 @@ nrtError_t nrtSetDevice(int32_t device) {
 
 nrtError_t nrtGetDevice(int32_t* device) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (device == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetDevice: device is NULL");
+    if (device == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetDevice: device is NULL");
+    }
     *device = npu::runtime::CurrentDevice(rt.generation());
     return NRT_SUCCESS;
   });

@@ -1,4 +1,4 @@
-// DeviceMemory.cpp - device allocations bounded by NPU_SIM_MEMORY, pinned host memory, memory C API.
+// DeviceMemory.cpp - bounded device allocations, pinned host memory, and the memory C API.
 #include "DeviceMemory.h"
 
 #include <sys/mman.h>
@@ -41,33 +41,38 @@ nrtError_t DeviceMemory::Allocate(int device, size_t size, void** ptr) {
   const bool bounded = device != kPinnedHost;
   const size_t mapped_size = RoundUpToPages(size);
   size_t used = 0;
-  {
+  bool reserved = true;
+  if (bounded) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (bounded) {
-      used = used_[device];
-      if (mapped_size == 0 || mapped_size > capacity_ - used) {
-        return NPU_RT_FAIL(NRT_ERROR_OUT_OF_MEMORY, "npu:", device, " out of memory: tried to allocate ",
-                           FormatBytes(size), " (", size, " bytes) with ", FormatBytes(used), " (",
-                           used, " bytes) in use of ", FormatBytes(capacity_), " (", capacity_,
-                           " bytes) capacity; free device memory or set NPU_SIM_MEMORY to raise the "
-                           "limit");
-      }
-      // Reserved before mapping so that concurrent allocations cannot overshoot the capacity.
-      used_[device] = used + mapped_size;
-    }
+    used = used_[device];
+    reserved = mapped_size != 0 && mapped_size <= capacity_ - used;
+    // Reserved before mapping so that concurrent allocations cannot overshoot the capacity.
+    if (reserved) used_[device] += mapped_size;
+  }
+  if (!reserved) {
+    return NPU_RT_FAIL(
+        NRT_ERROR_OUT_OF_MEMORY, "npu:", device, " out of memory: tried to allocate ",
+        FormatBytes(size), " (", size, " bytes) with ", FormatBytes(used), " (", used,
+        " bytes) in use of ", FormatBytes(capacity_), " (", capacity_,
+        " bytes) capacity; free device memory or set NPU_SIM_MEMORY to raise the limit");
   }
   void* base = mapped_size == 0 ? MAP_FAILED
                                 : mmap(nullptr, mapped_size, PROT_READ | PROT_WRITE,
                                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  const int mmap_errno = mapped_size == 0 ? ENOMEM : errno;
-  std::lock_guard<std::mutex> lock(mu_);
   if (base == MAP_FAILED) {
-    if (bounded) used_[device] -= mapped_size;
+    const int error = mapped_size == 0 ? ENOMEM : errno;
+    if (bounded) {
+      std::lock_guard<std::mutex> lock(mu_);
+      used_[device] -= mapped_size;
+    }
     return NPU_RT_FAIL(NRT_ERROR_OUT_OF_MEMORY, "cannot map ", FormatBytes(size), " (", size,
-                       " bytes) of ", Where(device), " memory: ", std::strerror(mmap_errno),
+                       " bytes) of ", Where(device), " memory: ", std::strerror(error),
                        "; the host is out of address space or memory");
   }
-  blocks_.Insert(Block{base, size, mapped_size, device});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks_.Insert(Block{base, size, mapped_size, device});
+  }
   NPU_RT_LOG(kDebug, Where(device), " allocated ", size, " bytes at ", base,
              bounded ? StrCat("; ", used + mapped_size, " of ", capacity_, " bytes in use") : "");
   *ptr = base;
@@ -148,7 +153,8 @@ nrtError_t nrtFree(void* ptr) {
 nrtError_t nrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     if (free_bytes == nullptr || total_bytes == nullptr) {
-      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtMemGetInfo: free_bytes or total_bytes is NULL");
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE,
+                         "nrtMemGetInfo: free_bytes or total_bytes is NULL");
     }
     *total_bytes = rt.memory().capacity();
     *free_bytes = *total_bytes - rt.memory().UsedBytes(rt.current_device());
@@ -158,7 +164,9 @@ nrtError_t nrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 
 nrtError_t nrtPointerGetDevice(const void* ptr, int32_t* device) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (device == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtPointerGetDevice: device is NULL");
+    if (device == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtPointerGetDevice: device is NULL");
+    }
     const auto block = rt.memory().Find(ptr);
     if (!block || block->device == npu::runtime::kPinnedHost) {
       return NPU_RT_FAIL(NRT_ERROR_INVALID_POINTER, "nrtPointerGetDevice: ", ptr,

@@ -1,4 +1,4 @@
-// DeviceMemory.h - bounded per-device allocations and pinned host blocks, found by any inner address.
+// DeviceMemory.h - bounded device allocations and pinned host blocks, found by any inner address.
 #ifndef NPU_RUNTIME_SRC_DEVICE_MEMORY_H_
 #define NPU_RUNTIME_SRC_DEVICE_MEMORY_H_
 

@@ -80,7 +80,9 @@ extern "C" {
 
 nrtError_t nrtEventCreate(nrtEvent_t* event) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (event == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtEventCreate: event is NULL");
+    if (event == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtEventCreate: event is NULL");
+    }
     *event = rt.events().Create();
     return NRT_SUCCESS;
   });
@@ -138,7 +140,9 @@ nrtError_t nrtEventQuery(nrtEvent_t event) {
 
 nrtError_t nrtEventElapsedTime(float* ms, nrtEvent_t start, nrtEvent_t end) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (ms == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtEventElapsedTime: ms is NULL");
+    if (ms == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtEventElapsedTime: ms is NULL");
+    }
     EventPtr events[2];
     const nrtEvent_t handles[2] = {start, end};
     std::shared_ptr<EventRecord> records[2];

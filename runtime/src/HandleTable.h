@@ -1,4 +1,4 @@
-// HandleTable.h - maps the opaque handles given to callers to live objects, so stale ones are caught.
+// HandleTable.h - maps opaque handles given to callers to live objects, so stale ones are caught.
 #ifndef NPU_RUNTIME_SRC_HANDLE_TABLE_H_
 #define NPU_RUNTIME_SRC_HANDLE_TABLE_H_
 
@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -32,18 +33,18 @@ template <typename T>
 class HandleTable {
  public:
   void Insert(uint64_t id, std::shared_ptr<T> object) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     objects_.emplace(id, std::move(object));
   }
 
   std::shared_ptr<T> Find(uint64_t id) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_lock<std::shared_mutex> lock(mu_);
     auto it = objects_.find(id);
     return it == objects_.end() ? nullptr : it->second;
   }
 
   std::shared_ptr<T> Remove(uint64_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     auto it = objects_.find(id);
     if (it == objects_.end()) return nullptr;
     std::shared_ptr<T> object = std::move(it->second);
@@ -53,7 +54,7 @@ class HandleTable {
 
   template <typename Predicate>
   std::vector<std::shared_ptr<T>> Select(Predicate&& keep) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_lock<std::shared_mutex> lock(mu_);
     std::vector<std::shared_ptr<T>> selected;
     for (const auto& entry : objects_) {
       if (keep(*entry.second)) selected.push_back(entry.second);
@@ -62,7 +63,7 @@ class HandleTable {
   }
 
   std::vector<std::shared_ptr<T>> TakeAll() {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::shared_mutex> lock(mu_);
     std::vector<std::shared_ptr<T>> all;
     all.reserve(objects_.size());
     for (auto& entry : objects_) all.push_back(std::move(entry.second));
@@ -71,7 +72,8 @@ class HandleTable {
   }
 
  private:
-  mutable std::mutex mu_;
+  // Shared for lookups: every launch, copy and sync resolves its handle here, from many threads.
+  mutable std::shared_mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<T>> objects_;
 };
 

@@ -49,16 +49,16 @@ nrtError_t CheckDeviceRange(const DeviceMemory& memory, const char* api, const c
   const std::optional<Block> block = memory.Find(p);
   if (!block || block->device == kPinnedHost) {
     return NPU_RT_FAIL(not_device_error, api, ": ", role, " ", p, " is ",
-                       block ? "pinned host memory" : "not inside a live device allocation",
-                       "; ", remedy);
+                       block ? "pinned host memory" : "not inside a live device allocation", "; ",
+                       remedy);
   }
   const size_t offset = static_cast<const char*>(p) - static_cast<const char*>(block->base);
   const size_t room = block->size - offset;
   if (count > room) {
     return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, api, ": ", role, " range of ", count, " bytes at ",
                        p, " overruns its npu:", block->device, " allocation (", block->size,
-                       " bytes at ", block->base, ") by ", count - room,
-                       " bytes; only ", room, " bytes are left after that address");
+                       " bytes at ", block->base, ") by ", count - room, " bytes; only ", room,
+                       " bytes are left after that address");
   }
   return NRT_SUCCESS;
 }
@@ -70,8 +70,9 @@ nrtError_t CheckCopySide(const DeviceMemory& memory, const char* api, bool is_ds
   Sides flipped = sides;
   (is_dst ? flipped.dst_on_device : flipped.src_on_device) = !on_device;
   if (on_device) {
-    const std::string remedy = StrCat(KindName(sides), " expects it in device memory from nrtMalloc;",
-                                      " for host memory use ", KindName(flipped));
+    const std::string remedy =
+        StrCat(KindName(sides), " expects it in device memory from nrtMalloc;",
+               " for host memory use ", KindName(flipped));
     return CheckDeviceRange(memory, api, role, p, count, NRT_ERROR_INVALID_MEMCPY_KIND,
                             remedy.c_str());
   }
@@ -111,7 +112,8 @@ extern "C" {
 
 nrtError_t nrtMemcpy(void* dst, const void* src, size_t count, nrtMemcpyKind kind) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (nrtError_t error = npu::runtime::CheckCopy(rt.memory(), "nrtMemcpy", dst, src, count, kind)) {
+    if (nrtError_t error =
+            npu::runtime::CheckCopy(rt.memory(), "nrtMemcpy", dst, src, count, kind)) {
       return error;
     }
     if (count == 0) return NRT_SUCCESS;

@@ -42,7 +42,7 @@ Runtime* Start(Lifecycle& lifecycle) {
 }
 
 void ReleaseCall(Lifecycle& lifecycle) {
-  // Seq-cst on both sides: either nrtFinalize() sees this decrement, or we see its flag and wake it.
+  // Seq-cst on both sides: either nrtFinalize() sees this decrement or we see its flag and wake it.
   if (lifecycle.active_calls.fetch_sub(1) == 1 && lifecycle.finalizing.load()) {
     std::lock_guard<std::mutex> lock(lifecycle.mu);
     lifecycle.changed.notify_all();
@@ -106,9 +106,10 @@ nrtError_t nrtInit(void) {
 nrtError_t nrtFinalize(void) {
   using npu::runtime::GetLifecycle;
   if (npu::runtime::OnAnyStreamWorker()) {
-    return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE,
-                       "nrtFinalize() cannot run inside a host function: it waits for every stream, "
-                       "including the one running the caller");
+    return NPU_RT_FAIL(
+        NRT_ERROR_INVALID_VALUE,
+        "nrtFinalize() cannot run inside a host function: it waits for every stream, "
+        "including the one running the caller");
   }
   auto& lifecycle = GetLifecycle();
   std::unique_lock<std::mutex> lock(lifecycle.mu);

@@ -1,4 +1,5 @@
-// Runtime.h - the process-wide runtime state, its implicit start-up, and the guard every API call uses.
+// Runtime.h - the process-wide runtime state, its implicit start-up, and the guard every API call
+// uses.
 #ifndef NPU_RUNTIME_SRC_RUNTIME_H_
 #define NPU_RUNTIME_SRC_RUNTIME_H_
 

@@ -81,8 +81,8 @@ std::optional<std::string> Stream::TakeError() {
   if (!first_error_) return std::nullopt;
   std::string message = std::move(*first_error_);
   if (later_errors_ > 0) {
-    message += StrCat(" (and ", later_errors_, " more failed task", later_errors_ == 1 ? "" : "s",
-                      ")");
+    message +=
+        StrCat(" (and ", later_errors_, " more failed task", later_errors_ == 1 ? "" : "s", ")");
   }
   first_error_.reset();
   later_errors_ = 0;
@@ -124,10 +124,10 @@ void Stream::Run() {
     queue_.pop_front();
     lock.unlock();
     std::optional<std::string> failure = RunTask(task);
-    task = nullptr;  // release captures before reporting completion
+    task = nullptr;  // release captures before a synchronising caller can observe completion
+    if (failure) NPU_RT_LOG(kError, "task failed on ", name(), ": ", *failure);
     lock.lock();
     if (failure) {
-      NPU_RT_LOG(kError, "task failed on ", name(), ": ", *failure);
       if (first_error_) {
         ++later_errors_;
       } else {

@@ -25,7 +25,12 @@ std::shared_ptr<Stream> StreamRegistry::Create(int device) { return Add(device, 
 nrtError_t StreamRegistry::Resolve(nrtStream_t handle, int current_device,
                                    std::shared_ptr<Stream>* stream) {
   if (handle == nullptr) {
-    std::lock_guard<std::mutex> lock(defaults_mu_);
+    {
+      std::shared_lock<std::shared_mutex> lock(defaults_mu_);
+      *stream = defaults_[current_device];
+    }
+    if (*stream) return NRT_SUCCESS;
+    std::lock_guard<std::shared_mutex> lock(defaults_mu_);
     std::shared_ptr<Stream>& default_stream = defaults_[current_device];
     if (!default_stream) default_stream = Add(current_device, true);
     *stream = default_stream;
@@ -61,7 +66,7 @@ std::vector<std::shared_ptr<Stream>> StreamRegistry::OnDevice(int device) const 
 
 void StreamRegistry::ShutdownAll() {
   {
-    std::lock_guard<std::mutex> lock(defaults_mu_);
+    std::lock_guard<std::shared_mutex> lock(defaults_mu_);
     for (auto& stream : defaults_) stream.reset();
   }
   for (const auto& stream : streams_.TakeAll()) stream->Shutdown();
@@ -77,7 +82,9 @@ extern "C" {
 
 nrtError_t nrtStreamCreate(nrtStream_t* stream) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (stream == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamCreate: stream is NULL");
+    if (stream == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamCreate: stream is NULL");
+    }
     *stream = npu::runtime::ToHandle<nrtStream_t>(rt.streams().Create(rt.current_device())->id());
     return NRT_SUCCESS;
   });
@@ -112,7 +119,9 @@ nrtError_t nrtStreamQuery(nrtStream_t stream) {
 
 nrtError_t nrtStreamGetDevice(nrtStream_t stream, int32_t* device) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (device == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamGetDevice: device is NULL");
+    if (device == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamGetDevice: device is NULL");
+    }
     if (stream == nullptr) {
       *device = rt.current_device();  // no need to create the default stream to answer
       return NRT_SUCCESS;

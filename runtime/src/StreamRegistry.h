@@ -4,7 +4,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "HandleTable.h"
@@ -34,7 +34,8 @@ class StreamRegistry {
 
   const uint64_t generation_;
   HandleTable<Stream> streams_;  // every live stream, defaults included
-  std::mutex defaults_mu_;
+  // Shared for lookups: NULL, the stream most launches use, resolves here.
+  std::shared_mutex defaults_mu_;
   std::vector<std::shared_ptr<Stream>> defaults_;  // per device; null until first used
 };
 

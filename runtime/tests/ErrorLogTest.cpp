@@ -65,9 +65,9 @@ TEST_F(ErrorLogTest, LogsEveryLevelToStdoutAtLevelZero) {
   DoLoggedWork();
   nrtFinalize();
   const std::string out = ::testing::internal::GetCapturedStdout();
-  const std::regex debug_line(
-      R"(\[DEBUG\] NPU_RT\()" + std::to_string(getpid()) +
-      R"(\) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} DeviceMemory\.cpp:\d+ npu:0 allocated 128 bytes)");
+  const std::regex debug_line(R"(\[DEBUG\] NPU_RT\()" + std::to_string(getpid()) +
+                              R"(\) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} )" +
+                              R"(DeviceMemory\.cpp:\d+ npu:0 allocated 128 bytes)");
   EXPECT_TRUE(std::regex_search(out, debug_line)) << out;
   EXPECT_TRUE(Contains(out, "[INFO]")) << out;
   EXPECT_TRUE(Contains(out, "[ERROR]")) << out;

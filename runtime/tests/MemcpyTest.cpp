@@ -86,8 +86,6 @@ TEST_F(MemcpyTest, DevicePointerWhereKindSaysHostIsWrongKind) {
   EXPECT_EQ(nrtMemcpy(device_a_, device_b_, 16, NRT_MEMCPY_HOST_TO_DEVICE),
             NRT_ERROR_INVALID_MEMCPY_KIND);
   EXPECT_TRUE(MessageHas("NRT_MEMCPY_DEVICE_TO_DEVICE")) << nrtGetRecentErrMsg();
-  EXPECT_EQ(nrtMemcpy(device_a_, host_.data(), 16, static_cast<nrtMemcpyKind>(7)),
-            NRT_ERROR_INVALID_MEMCPY_KIND);
 }
 
 TEST_F(MemcpyTest, RangesOverrunningTheAllocationAreInvalidValues) {
@@ -130,8 +128,7 @@ TEST_F(MemcpyTest, AsyncCopiesAreValidatedAtEnqueueAndRunInStreamOrder) {
   std::vector<unsigned char> out(kBytes, 0xff);
   std::atomic<bool> device_matched_input{false};
   NRT_ASSERT_OK(LaunchCallable(stream, gate.Blocker()));
-  NRT_ASSERT_OK(
-      nrtMemcpyAsync(device_a_, host_.data(), kBytes, NRT_MEMCPY_HOST_TO_DEVICE, stream));
+  NRT_ASSERT_OK(nrtMemcpyAsync(device_a_, host_.data(), kBytes, NRT_MEMCPY_HOST_TO_DEVICE, stream));
   NRT_ASSERT_OK(LaunchCallable(stream, [&] {
     device_matched_input = std::memcmp(device_a_, host_.data(), kBytes) == 0;
     return 0;

@@ -102,8 +102,8 @@ TEST_F(MemoryTest, OutOfMemoryBeyondCapacityThenUsableAgain) {
 
 TEST_F(MemoryTest, CapacityAcceptsSizeSuffixes) {
   const std::pair<const char*, size_t> cases[] = {
-      {"1G", size_t{1} << 30}, {"512k", 512 * 1024}, {"3MiB", 3 * kMiB},
-      {"2048", 2048},         {"2T", size_t{2} << 40}, {"lots", size_t{16} << 30},
+      {"1G", size_t{1} << 30}, {"512k", 512 * 1024},    {"3MiB", 3 * kMiB},
+      {"2048", 2048},          {"2T", size_t{2} << 40}, {"lots", size_t{16} << 30},
       {"0", size_t{16} << 30}, {"5Q", size_t{16} << 30}};
   for (const auto& [text, bytes] : cases) {
     SetEnv("NPU_SIM_MEMORY", text);

@@ -35,8 +35,18 @@ class Event(torch.Event):
     """A marker on a stream: query / synchronize / wait, and timing between two events."""
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(cls, torch.device("npu"), enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+        event = super().__new__(cls, torch.device("npu"), enable_timing=enable_timing,
+                                blocking=blocking, interprocess=interprocess)
+        event.enable_timing = enable_timing
+        return event
+
+    def elapsed_time(self, end_event) -> float:
+        """Milliseconds from this event to `end_event` (both recorded, completed, with timing)."""
+        if not (self.enable_timing and getattr(end_event, "enable_timing", False)):
+            raise RuntimeError("both events must be created with enable_timing=True")
+        from torch_npu import _C
+
+        return _C._event_elapsed_time(self.event_id, end_event.event_id)
 
     def record(self, stream=None):
         super().record(stream if stream is not None else current_stream())

@@ -27,7 +27,7 @@ typedef enum {
   NRT_ERROR_INVALID_HANDLE = 6,       // unknown or destroyed stream / event
   NRT_ERROR_NOT_READY = 7,            // query: work still pending (not a failure)
   NRT_ERROR_TASK_FAILED = 8,          // a task on a stream failed; reported once, at the next sync
-  NRT_ERROR_NOT_INITIALIZED = 9,      // call after nrtFinalize()
+  NRT_ERROR_NOT_INITIALIZED = 9,      // call made while nrtFinalize() is running
   NRT_ERROR_EVENT_NOT_RECORDED = 10,  // elapsed time of an event that never completed
 } nrtError_t;
 
@@ -46,7 +46,8 @@ typedef struct nrtEventImpl* nrtEvent_t;
 // returned once by the next synchronising call on that stream / device, after which it is usable.
 typedef int (*nrtHostFunc)(void* user_data);
 
-// Lifecycle. Init is implicit on first use; Finalize destroys streams, events and frees memory.
+// Lifecycle. Init is implicit on first use; Finalize destroys streams, events and frees memory,
+// and the next call initialises again, re-reading the environment.
 NRT_API nrtError_t nrtInit(void);
 NRT_API nrtError_t nrtFinalize(void);
 
@@ -56,7 +57,7 @@ NRT_API nrtError_t nrtSetDevice(int32_t device);
 NRT_API nrtError_t nrtGetDevice(int32_t* device);
 NRT_API nrtError_t nrtDeviceSynchronize(void);  // all streams of the current device
 
-// Device memory, bounded by NPU_SIM_MEMORY per device (bytes, or with K/M/G suffix; default 16G),
+// Device memory, bounded by NPU_SIM_MEMORY per device (bytes, or with K/M/G/T suffix; default 16G),
 // committed lazily. Device memory is host-addressable (the software NPU computes on the host).
 NRT_API nrtError_t nrtMalloc(void** ptr, size_t size);  // on the current device
 NRT_API nrtError_t nrtFree(void* ptr);
