@@ -344,7 +344,10 @@ class NPUAllocator final : public c10::DeviceAllocator {
   c10::DeleterFnPtr raw_deleter() const override { return &deleteBlock; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    NPU_CHECK(nrtMemcpy(dest, src, count, NRT_MEMCPY_DEVICE_TO_DEVICE));
+    // In stream order: the source may still be being written by queued work.
+    NPUStream stream = getCurrentNPUStream();
+    NPU_CHECK(nrtMemcpyAsync(dest, src, count, NRT_MEMCPY_DEVICE_TO_DEVICE, stream.handle()));
+    stream.synchronize();
   }
 
   bool initialized() override { return true; }

@@ -101,12 +101,11 @@ nrtError_t nrtEventRecord(nrtEvent_t event, nrtStream_t stream) {
       return error;
     }
     auto record = std::make_shared<EventRecord>(found_stream);
-    if (nrtError_t error = found_stream->Enqueue([record] {
-          record->Complete();
-          return 0;
-        })) {
-      return error;
-    }
+    npu::runtime::Task complete = [record] {
+      record->Complete();
+      return 0;
+    };
+    if (nrtError_t error = found_stream->Enqueue(std::move(complete))) return error;
     found_event->set_latest(std::move(record));
     return NRT_SUCCESS;
   });

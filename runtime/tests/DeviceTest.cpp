@@ -1,4 +1,5 @@
 // DeviceTest.cpp - device count from NPU_SIM_DEVICES, per-thread current device, lifecycle.
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -112,6 +113,26 @@ TEST_F(DeviceTest, FinalizeInsideAHostFunctionIsRejected) {
   }));
   NRT_EXPECT_OK(nrtStreamSynchronize(nullptr));
   EXPECT_EQ(result, NRT_ERROR_INVALID_VALUE);
+}
+
+TEST_F(DeviceTest, CallsFromHostFunctionsDrainingDuringFinalizeAreRejected) {
+  Gate gate;
+  nrtError_t during_finalize = NRT_SUCCESS;
+  NRT_ASSERT_OK(LaunchCallable(nullptr, gate.Blocker()));
+  NRT_ASSERT_OK(LaunchCallable(nullptr, [&] {
+    void* ptr = nullptr;
+    during_finalize = nrtMalloc(&ptr, 64);
+    return 0;
+  }));
+  // Opened late enough that nrtFinalize() is already draining the stream.
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    gate.Open();
+  });
+  NRT_EXPECT_OK(nrtFinalize());
+  opener.join();
+  EXPECT_EQ(during_finalize, NRT_ERROR_NOT_INITIALIZED);
+  EXPECT_EQ(DeviceCount(), 8) << "usable again once nrtFinalize() has returned";
 }
 
 }  // namespace
