@@ -1,4 +1,6 @@
 // FillKernelNpu.cpp - fill_ and zero_ on npu tensors (memset when contiguous, host task otherwise).
+#include <ATen/ops/empty.h>
+
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUStream.h"
@@ -8,6 +10,8 @@ namespace at_npu::native {
 
 at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
+  // Reject a value the dtype cannot hold here, at the calling line, not later at a sync point.
+  at::empty({}, self.options().device(c10::DeviceType::CPU)).fill_(value);
   c10::DeviceGuard guard(self.device());
   c10_npu::launchHostTask(c10_npu::getCurrentNPUStream(self.device().index()), "aten::fill_",
                           [self, value] { hostView(self).fill_(value); });
