@@ -4,7 +4,6 @@
 #include <ATen/ops/empty.h>
 
 #include "csrc/aten/NpuNativeFunctions.h"
-#include "csrc/core/NPUCachingAllocator.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUHostAllocator.h"
 #include "csrc/core/NPUStream.h"
@@ -23,27 +22,32 @@ bool bytewiseCopyable(const at::Tensor& src, const at::Tensor& dst) {
          dst.is_contiguous() && !src.is_conj() && !src.is_neg();
 }
 
+// Makes `waiter` wait for everything queued so far on `signaller`.
+void streamWaitStream(const NPUStream& waiter, const NPUStream& signaller) {
+  nrtEvent_t ready = nullptr;
+  NPU_CHECK(nrtEventCreate(&ready));
+  nrtError_t err = nrtEventRecord(ready, signaller.handle());
+  if (err == NRT_SUCCESS) err = nrtStreamWaitEvent(waiter.handle(), ready);
+  nrtEventDestroy(ready);  // the runtime keeps it alive while the waiter needs it
+  NPU_CHECK(err);
+}
+
 void copyBetweenNpus(const at::Tensor& src, const at::Tensor& dst) {
   c10::DeviceGuard guard(dst.device());
   NPUStream stream = c10_npu::getCurrentNPUStream(dst.device().index());
-  if (src.device() != dst.device()) {
-    // Order after the work already queued for src on its own device, and keep src's memory from
-    // being reused there until this stream has read it.
-    NPUStream src_stream = c10_npu::getCurrentNPUStream(src.device().index());
-    nrtEvent_t ready = nullptr;
-    NPU_CHECK(nrtEventCreate(&ready));
-    NPU_CHECK(nrtEventRecord(ready, src_stream.handle()));
-    NPU_CHECK(nrtStreamWaitEvent(stream.handle(), ready));
-    nrtEventDestroy(ready);
-    c10_npu::NPUCachingAllocator::recordStream(src.storage().data_ptr(), stream);
-  }
+  const bool cross_device = src.device() != dst.device();
+  NPUStream src_stream = c10_npu::getCurrentNPUStream(src.device().index());
+  // A cross-device copy is ordered on both devices' current streams: after the work already queued
+  // for src, and before any work queued later on src's device (which may overwrite src).
+  if (cross_device) streamWaitStream(stream, src_stream);
   if (bytewiseCopyable(src, dst)) {
     NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                              NRT_MEMCPY_DEVICE_TO_DEVICE, stream.handle()));
-    return;
+  } else {
+    c10_npu::launchHostTask(stream, "aten::copy_ (npu -> npu)",
+                            [src = hostView(src), dst = hostView(dst)] { dst.copy_(src); });
   }
-  c10_npu::launchHostTask(stream, "aten::copy_ (npu -> npu)",
-                          [src, dst] { hostView(dst).copy_(hostView(src)); });
+  if (cross_device) streamWaitStream(src_stream, stream);
 }
 
 void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
@@ -59,7 +63,7 @@ void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
                              NRT_MEMCPY_HOST_TO_DEVICE, stream.handle()));
   } else {
     c10_npu::launchHostTask(stream, "aten::copy_ (cpu -> npu)",
-                            [staged, dst] { hostView(dst).copy_(staged); });
+                            [staged, dst = hostView(dst)] { dst.copy_(staged); });
   }
   if (!non_blocking) {
     stream.synchronize();
@@ -78,7 +82,7 @@ void copyNpuToHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
                              NRT_MEMCPY_DEVICE_TO_HOST, stream.handle()));
   } else {
     c10_npu::launchHostTask(stream, "aten::copy_ (npu -> cpu)",
-                            [src, dst] { dst.copy_(hostView(src)); });
+                            [src = hostView(src), dst = dst.alias()] { dst.copy_(src); });
   }
   // Only pinned destinations may be filled asynchronously (as with CUDA).
   if (non_blocking && c10_npu::isPinnedPtr(dst.storage().data())) {

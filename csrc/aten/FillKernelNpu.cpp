@@ -14,7 +14,7 @@ at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
   at::empty({}, self.options().device(c10::DeviceType::CPU)).fill_(value);
   c10::DeviceGuard guard(self.device());
   c10_npu::launchHostTask(c10_npu::getCurrentNPUStream(self.device().index()), "aten::fill_",
-                          [self, value] { hostView(self).fill_(value); });
+                          [view = hostView(self), value] { view.fill_(value); });
   return self;
 }
 

@@ -34,5 +34,14 @@ at::Scalar _local_scalar_dense(const at::Tensor& self);
 at::Tensor& fill_(at::Tensor& self, const at::Scalar& value);
 at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value);
 at::Tensor& zero_(at::Tensor& self);
+void record_stream(at::Tensor& self, c10::Stream stream);
+
+// Host-computed kernels for ops the generic CPU fallback gets wrong (see each file's header).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+    const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps);
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
+                                                  std::optional<bool> train);
 
 }  // namespace at_npu::native

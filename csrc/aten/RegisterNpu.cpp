@@ -23,6 +23,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", TORCH_FN(fill_));
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor_));
   m.impl("zero_", TORCH_FN(zero_));
+  m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
+  m.impl("native_dropout", TORCH_FN(native_dropout));
+  // Their default (CompositeExplicitAutograd) kernels lead to the *_overrideable ops, which only
+  // throw; sending them to the CPU fallback keeps convolutions working until npu kernels exist.
+  m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&npuCpuFallback>());
+  m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&npuCpuFallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -10,15 +10,22 @@ class _NpuTensorType(type):
     def __call__(cls, *args, **kwargs):
         if "device" in kwargs:
             raise TypeError(f"torch.npu.{cls.__name__} does not take a device argument")
+        if not args:
+            return torch.empty(0, dtype=cls.dtype, device="npu")
         if len(args) == 1 and isinstance(args[0], torch.Tensor):
             return args[0].to(device="npu", dtype=cls.dtype)
+        if len(args) == 1 and isinstance(args[0], torch.Size):
+            return torch.empty(args[0], dtype=cls.dtype, device="npu")
         if len(args) == 1 and not isinstance(args[0], int):
             return torch.tensor(args[0], dtype=cls.dtype, device="npu")
         return torch.empty(*args, dtype=cls.dtype, device="npu")
 
 
 def _make(name, dtype):
-    return _NpuTensorType(name, (), {"dtype": dtype, "is_npu": True, "__module__": "torch.npu"})
+    # The full dotted name is what Tensor.type(cls) parses (as for torch.cuda.FloatTensor).
+    cls = _NpuTensorType(f"torch.npu.{name}", (), {"dtype": dtype, "is_npu": True})
+    cls.__module__, cls.__qualname__ = "torch.npu", name
+    return cls
 
 
 FloatTensor = _make("FloatTensor", torch.float32)
