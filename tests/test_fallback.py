@@ -157,7 +157,8 @@ def test_fallback_warns_once_per_op_in_subprocess(run_python):
             torch.cumprod(y, 0)
         assert any("aten::cumprod" in str(m.message) for m in w2), [str(m.message) for m in w2]
         print("OK")
-        """
+        """,
+        env={"NPU_SIM_STRICT": "1"},
     )
     assert proc.stdout.strip().endswith("OK")
 
@@ -196,6 +197,6 @@ def test_fallback_disabled_raises_in_subprocess(run_python):
         assert torch.equal(x.to(torch.float16).cpu(), a.half())
         print("OK")
         """,
-        env={"NPU_SIM_FALLBACK": "0"},
+        env={"NPU_SIM_STRICT": "1", "NPU_SIM_FALLBACK": "0"},
     )
     assert proc.stdout.strip().endswith("OK")

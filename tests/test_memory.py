@@ -214,16 +214,6 @@ def test_cached_block_is_reused(quiet_allocator):
     del y
 
 
-PENDING_FREE_BUG = pytest.mark.xfail(
-    reason="BUG: a tensor freed while a queued host task (fill_, strided/dtype copy_) still uses it "
-    "stays allocated until the stream runs that task (the task's host view holds the npu storage): "
-    "memory_allocated does not drop after del, the block cannot be reused on its stream, and a "
-    "loop of `x = torch.full(...); del x` runs out of memory although one tensor is alive at a time",
-    strict=True,
-)
-
-
-@PENDING_FREE_BUG
 def test_memory_allocated_drops_after_del_with_queued_work(quiet_allocator):
     stall_stream()  # the fill below stays queued for a while
     before = torch.npu.memory_allocated()
@@ -236,7 +226,6 @@ def test_memory_allocated_drops_after_del_with_queued_work(quiet_allocator):
     del y
 
 
-@PENDING_FREE_BUG
 def test_freed_tensors_with_queued_work_do_not_exhaust_memory_in_subprocess(run_python):
     run_python(
         """

@@ -293,13 +293,6 @@ def test_queued_copy_reads_source_values_at_launch_order():
     assert torch.equal(x.cpu(), torch.full((64,), -3.0))
 
 
-@pytest.mark.xfail(
-    reason="BUG: copying an npu tensor that is a conjugate or negative view (z.conj(), z.conj().imag, "
-    "torch._neg_view) to the CPU or to another npu tensor crashes the process with SIGSEGV: "
-    "aten::_copy_from re-enters the Conjugate/Negative fallback, which clones the input, which "
-    "calls _copy_from again (unbounded recursion)",
-    strict=True,
-)
 def test_copy_of_npu_conj_and_neg_views_in_subprocess(run_python):
     run_python(
         """
@@ -716,12 +709,6 @@ def test_storage_resize_on_current_device():
     assert torch.equal(x.cpu(), c)
 
 
-@pytest.mark.xfail(
-    reason="BUG: UntypedStorage.resize_ of a storage on npu:1 while npu:0 is current moves the memory "
-    "to npu:0 (the PrivateUse1 resize hook allocates on the current device without a device guard): "
-    "the tensor still says npu:1 but its storage says npu:0, and npu:0's memory_allocated grows",
-    strict=True,
-)
 def test_storage_resize_keeps_device_of_storage(quiet_allocator):
     x = torch.arange(4.0, device="npu:1")
     before0 = torch.npu.memory_allocated(0)

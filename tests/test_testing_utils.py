@@ -129,11 +129,6 @@ class TestAssertRtolEqual(TestCase):
             self.assertTensorsSlowEqual(a.npu(), a + 1)
 
 
-@pytest.mark.xfail(
-    reason="BUG: assertRtolEqual ignores the imaginary part of complex inputs (it casts them to float64, "
-    "which only emits a ComplexWarning), so complex results that differ pass",
-    strict=True,
-)
 def test_assert_rtol_equal_compares_imaginary_parts():
     tc = TestCase()
     a = torch.tensor([1 + 1j, 2 + 2j])

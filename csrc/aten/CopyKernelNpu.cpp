@@ -7,6 +7,7 @@
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUHostAllocator.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/framework/DeviceTask.h"
 #include "csrc/framework/HostView.h"
 
 namespace at_npu::native {
@@ -19,7 +20,7 @@ bool isNpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::P
 // True when the copy is a plain byte copy of one dense block.
 bool bytewiseCopyable(const at::Tensor& src, const at::Tensor& dst) {
   return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.is_contiguous() &&
-         dst.is_contiguous() && !src.is_conj() && !src.is_neg();
+         dst.is_contiguous() && src.is_conj() == dst.is_conj() && src.is_neg() == dst.is_neg();
 }
 
 // Makes `waiter` wait for everything queued so far on `signaller`.
@@ -44,7 +45,7 @@ void copyBetweenNpus(const at::Tensor& src, const at::Tensor& dst) {
     NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                              NRT_MEMCPY_DEVICE_TO_DEVICE, stream.handle()));
   } else {
-    c10_npu::launchHostTask(stream, "aten::copy_ (npu -> npu)",
+    launchDeviceTask(stream, "aten::copy_ (npu -> npu)",
                             [src = hostView(src), dst = hostView(dst)] { dst.copy_(src); });
   }
   if (cross_device) streamWaitStream(src_stream, stream);
@@ -62,7 +63,7 @@ void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
     NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), staged.data_ptr(), dst.nbytes(),
                              NRT_MEMCPY_HOST_TO_DEVICE, stream.handle()));
   } else {
-    c10_npu::launchHostTask(stream, "aten::copy_ (cpu -> npu)",
+    launchDeviceTask(stream, "aten::copy_ (cpu -> npu)",
                             [staged, dst = hostView(dst)] { dst.copy_(staged); });
   }
   if (!non_blocking) {
@@ -70,7 +71,7 @@ void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
   } else if (pinned) {
     c10_npu::recordPinnedOnStream(staged.storage().data(), stream);
   } else {
-    c10_npu::launchHostTask(stream, "release staging buffer", [staged] {});
+    launchDeviceTask(stream, "release staging buffer", [staged] {});
   }
 }
 
@@ -81,7 +82,7 @@ void copyNpuToHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
     NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                              NRT_MEMCPY_DEVICE_TO_HOST, stream.handle()));
   } else {
-    c10_npu::launchHostTask(stream, "aten::copy_ (npu -> cpu)",
+    launchDeviceTask(stream, "aten::copy_ (npu -> cpu)",
                             [src = hostView(src), dst = dst.alias()] { dst.copy_(src); });
   }
   // Only pinned destinations may be filled asynchronously (as with CUDA).

@@ -4,6 +4,7 @@
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/framework/DeviceTask.h"
 #include "csrc/framework/HostView.h"
 
 namespace at_npu::native {
@@ -13,7 +14,7 @@ at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
   // Reject a value the dtype cannot hold here, at the calling line, not later at a sync point.
   at::empty({}, self.options().device(c10::DeviceType::CPU)).fill_(value);
   c10::DeviceGuard guard(self.device());
-  c10_npu::launchHostTask(c10_npu::getCurrentNPUStream(self.device().index()), "aten::fill_",
+  launchDeviceTask(c10_npu::getCurrentNPUStream(self.device().index()), "aten::fill_",
                           [view = hostView(self), value] { view.fill_(value); });
   return self;
 }

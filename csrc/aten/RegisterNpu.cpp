@@ -2,7 +2,7 @@
 #include <torch/library.h>
 
 #include "csrc/aten/NpuNativeFunctions.h"
-#include "csrc/framework/CpuFallback.h"
+#include "csrc/framework/GenericExecutor.h"
 
 namespace at_npu::native {
 
@@ -27,13 +27,24 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
   m.impl("native_dropout", TORCH_FN(native_dropout));
   // Their default (CompositeExplicitAutograd) kernels lead to the *_overrideable ops, which only
-  // throw; sending them to the CPU fallback keeps convolutions working until npu kernels exist.
-  m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&npuCpuFallback>());
-  m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&npuCpuFallback>());
+  // throw; the generic executor runs the CPU convolution instead.
+  m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&npuBoxedFallback>());
+  m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&npuBoxedFallback>());
+}
+
+// copy_ handles conjugate / negative views itself (host views keep the bits); materialising them
+// first would call _copy_from again, endlessly.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&npuCpuFallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&npuBoxedFallback>());
 }
 
 }  // namespace at_npu::native

@@ -50,6 +50,7 @@ class DeviceCachingAllocator {
       stats_.num_alloc_retries++;
       lock.unlock();
       synchronizePendingEvents();
+      synchronizeDevice();
       lock.lock();
       processEvents();
       releaseCachedBlocks();
@@ -94,6 +95,7 @@ class DeviceCachingAllocator {
 
   void emptyCache() {
     synchronizePendingEvents();
+    synchronizeDevice();
     std::lock_guard<std::mutex> lock(mutex_);
     processEvents();
     releaseCachedBlocks();
@@ -270,7 +272,15 @@ class DeviceCachingAllocator {
     for (nrtEvent_t ev : events) nrtEventSynchronize(ev);
   }
 
-  // Frees every whole, unused segment back to the runtime.
+  // Queued work may still touch freed blocks (tasks hold raw pointers, as kernels do on CUDA), so
+  // memory goes back to the runtime only once the device is idle. Called without the lock: tasks
+  // may free memory. A failed task's error surfaces here, as at any synchronising call.
+  void synchronizeDevice() {
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    NPU_CHECK(nrtDeviceSynchronize());
+  }
+
+  // Frees every whole, unused segment back to the runtime (after synchronizeDevice()).
   void releaseCachedBlocks() {
     for (BlockPool* pool : {&small_, &large_}) {
       for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {

@@ -33,4 +33,9 @@ at::Generator createNPUGenerator(c10::DeviceIndex device = -1);
 // The host engine to pass to a host kernel in place of `gen` (an npu generator or none).
 at::Generator hostEngineFor(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
 
+// A fresh host generator for one queued random op, seeded by one draw from `gen` (or the device's
+// default generator) at launch: the npu generator advances in launch order, so results are
+// reproducible however late the op runs.
+at::Generator launchEngineFor(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
+
 }  // namespace c10_npu

@@ -6,6 +6,7 @@
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/core/NPUHostAllocator.h"
+#include "csrc/core/NPUStream.h"
 
 namespace c10_npu {
 namespace {
@@ -50,6 +51,7 @@ struct NPUHooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+    c10::DeviceGuard guard(storage.device());  // the new block belongs to the storage's device
     c10::DataPtr fresh = impl->allocator()->allocate(newsize);
     size_t keep = std::min(newsize, impl->nbytes());
     if (keep > 0) {

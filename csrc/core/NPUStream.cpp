@@ -94,30 +94,4 @@ void setCurrentNPUStream(NPUStream stream) {
   tls_current.at(stream.device_index()) = stream.id();
 }
 
-namespace {
-struct HostTask {
-  std::string what;
-  std::function<void()> fn;
-};
-
-int runHostTask(void* data) {
-  std::unique_ptr<HostTask> task(static_cast<HostTask*>(data));
-  try {
-    task->fn();
-    return 0;
-  } catch (const c10::Error& e) {
-    nrtSetTaskErrMsg((task->what + ": " + e.what_without_backtrace()).c_str());
-  } catch (const std::exception& e) {
-    nrtSetTaskErrMsg((task->what + ": " + e.what()).c_str());
-  }
-  return 1;
-}
-}  // namespace
-
-void launchHostTask(const NPUStream& stream, const char* what, std::function<void()> fn) {
-  auto task = std::make_unique<HostTask>(HostTask{what, std::move(fn)});
-  NPU_CHECK(nrtLaunchHostFunc(stream.handle(), &runHostTask, task.get()));
-  task.release();  // owned by the stream until it runs
-}
-
 }  // namespace c10_npu

@@ -4,8 +4,6 @@
 #include <c10/core/Stream.h>
 #include <npu/runtime.h>
 
-#include <functional>
-
 namespace c10_npu {
 
 // Stream ids: 0 is the device's default stream, 1..kStreamPoolSize are pool streams.
@@ -32,9 +30,5 @@ NPUStream getDefaultNPUStream(c10::DeviceIndex device = -1);
 NPUStream getStreamFromPool(c10::DeviceIndex device = -1);
 NPUStream getCurrentNPUStream(c10::DeviceIndex device = -1);
 void setCurrentNPUStream(NPUStream stream);
-
-// Runs fn on the stream's worker thread in stream order. An exception thrown by fn is reported,
-// prefixed with `what`, at the next synchronising call on the stream.
-void launchHostTask(const NPUStream& stream, const char* what, std::function<void()> fn);
 
 }  // namespace c10_npu

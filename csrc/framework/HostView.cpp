@@ -1,15 +1,25 @@
-// HostView.cpp - zero-copy CPU views of npu memory that keep the npu storage alive.
+// HostView.cpp - zero-copy CPU views of npu memory.
 #include "csrc/framework/HostView.h"
 
-#include <ATen/ops/from_blob.h>
+#include <ATen/ops/_neg_view.h>
 
 namespace at_npu::native {
 
 at::Tensor hostView(const at::Tensor& npu_tensor) {
   TORCH_INTERNAL_ASSERT(npu_tensor.device().type() == c10::DeviceType::PrivateUse1);
-  c10::Storage storage = npu_tensor.storage();
-  return at::from_blob(npu_tensor.data_ptr(), npu_tensor.sizes(), npu_tensor.strides(),
-                       [storage](void*) {}, npu_tensor.options().device(c10::DeviceType::CPU));
+  const c10::Storage& storage = npu_tensor.storage();
+  // The view spans the whole npu storage (not just this tensor's elements): CPU out= kernels may
+  // resize their output within that capacity, as they can on a CPU tensor.
+  c10::Storage host(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                    c10::DataPtr(storage.mutable_data(), c10::Device(c10::DeviceType::CPU)),
+                    /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(host), c10::DispatchKeySet(c10::DispatchKey::CPU), npu_tensor.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(npu_tensor.sizes(), npu_tensor.strides(),
+                                                    npu_tensor.storage_offset());
+  if (npu_tensor.is_conj()) view = view.conj();
+  if (npu_tensor.is_neg()) view = at::_neg_view(view);
+  return view;
 }
 
 }  // namespace at_npu::native

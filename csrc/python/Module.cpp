@@ -7,11 +7,27 @@
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
+#include "csrc/framework/OpStats.h"
+#include "csrc/python/LaunchSite.h"
 
 namespace py = pybind11;
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
+  torch_npu::python::installLaunchSiteProvider();
+  m.def("_op_stats", [] {
+    py::dict out;
+    for (const auto& [name, v] : at_npu::native::opStatsSnapshot()) {
+      py::dict d;
+      d["device_op"] = v[0];
+      d["generic"] = v[1];
+      d["generic_inline"] = v[2];
+      d["fallback"] = v[3];
+      out[py::str(name)] = d;
+    }
+    return out;
+  });
+  m.def("_reset_op_stats", [] { at_npu::native::resetOpStats(); });
   m.def("_device_count", [] { return static_cast<int>(c10_npu::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(c10_npu::current_device()); });
   m.def("_set_device", [](int device) { c10_npu::set_device(static_cast<c10::DeviceIndex>(device)); });

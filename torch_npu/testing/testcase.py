@@ -30,6 +30,9 @@ class TestCase(unittest.TestCase):
             for v in (x, y)
         )
         a, b = _to_numpy(x), _to_numpy(y)
+        if np.iscomplexobj(a) or np.iscomplexobj(b):  # compare real and imaginary parts
+            a = np.stack([np.real(a), np.imag(a)], axis=-1)
+            b = np.stack([np.real(b), np.imag(b)], axis=-1)
         prefix = f"{message}: " if message else ""
         self.assertEqual(a.shape, b.shape, f"{prefix}shape mismatch {a.shape} vs {b.shape}")
         if a.dtype.kind in "biu" and b.dtype.kind in "biu":

@@ -1,0 +1,69 @@
+// DeviceTask.cpp - host tasks on streams, launch modes and error attribution.
+#include "csrc/framework/DeviceTask.h"
+
+#include <atomic>
+#include <memory>
+
+#include "csrc/core/NPUException.h"
+#include "csrc/framework/ExecutionPolicy.h"
+
+namespace at_npu::native {
+namespace {
+
+std::atomic<LaunchSiteProvider> site_provider{nullptr};
+
+struct Task {
+  std::string what;
+  std::string site;
+  std::function<void()> fn;
+
+  // Runs the function; returns the attributed error message, or "" on success.
+  std::string run() {
+    std::string error;
+    try {
+      fn();
+      return "";
+    } catch (const c10::Error& e) {
+      error = e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    std::string msg = what + " failed: " + error;
+    if (!site.empty()) msg += "\n  launched from " + site;
+    return msg;
+  }
+};
+
+int runQueuedTask(void* data) {
+  std::unique_ptr<Task> task(static_cast<Task*>(data));
+  std::string error = task->run();
+  if (error.empty()) return 0;
+  nrtSetTaskErrMsg(error.c_str());
+  return 1;
+}
+
+}  // namespace
+
+void setLaunchSiteProvider(LaunchSiteProvider provider) { site_provider.store(provider); }
+
+std::string currentLaunchSite() {
+  LaunchSiteProvider provider = site_provider.load();
+  return provider ? provider() : std::string();
+}
+
+void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::function<void()> fn) {
+  const ExecutionPolicy& policy = executionPolicy();
+  auto task = std::make_unique<Task>(Task{std::move(what), currentLaunchSite(), std::move(fn)});
+  if (!policy.task_queue) {
+    // Synchronous launch: earlier work first, then this task on the calling thread.
+    stream.synchronize();
+    std::string error = task->run();
+    TORCH_CHECK(error.empty(), error);
+    return;
+  }
+  NPU_CHECK(nrtLaunchHostFunc(stream.handle(), &runQueuedTask, task.get()));
+  task.release();  // owned by the stream until it runs
+  if (policy.launch_blocking) stream.synchronize();
+}
+
+}  // namespace at_npu::native

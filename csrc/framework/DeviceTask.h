@@ -1,0 +1,23 @@
+// DeviceTask.h - the one launch path for host-executed device work: queue a function on an npu stream,
+// honour TASK_QUEUE_ENABLE / ASCEND_LAUNCH_BLOCKING, and attribute failures to the op and the Python
+// line that launched it.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "csrc/core/NPUStream.h"
+
+namespace at_npu::native {
+
+// Runs fn in stream order. If fn throws, the error, prefixed with `what` and suffixed with the launch
+// site, is raised by the next synchronising call (or right away under TASK_QUEUE_ENABLE=0 /
+// ASCEND_LAUNCH_BLOCKING=1).
+void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::function<void()> fn);
+
+// Where the current op was launched from ("file.py:12"); installed by the Python bindings.
+using LaunchSiteProvider = std::string (*)();
+void setLaunchSiteProvider(LaunchSiteProvider provider);
+std::string currentLaunchSite();
+
+}  // namespace at_npu::native
