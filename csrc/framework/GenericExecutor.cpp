@@ -123,21 +123,33 @@ c10::Device commonDevice(const OpPlan& plan, const c10::FunctionSchema& schema,
   return c10::Device(kNpu, c10_npu::current_device());
 }
 
+void describeValue(std::ostream& os, const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.defined()) os << c10::toString(t.scalar_type()) << t.sizes();
+    else os << "None";
+  } else if (v.isList()) {
+    os << "[";
+    const auto& items = v.toListRef();
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i) os << ", ";
+      describeValue(os, items[i]);
+    }
+    os << "]";
+  } else if (v.isScalar() || v.isNone() || v.isBool() || v.isString() || v.isDevice()) {
+    os << v;
+  } else {
+    os << v.tagKind();
+  }
+}
+
+// "(Float[2, 3], Float[3], 1)": the inputs of a failed task, for its error message.
 std::string describe(c10::ArrayRef<c10::IValue> args) {
   std::ostringstream os;
   os << "(";
   for (size_t i = 0; i < args.size(); ++i) {
     if (i) os << ", ";
-    if (args[i].isTensor() && args[i].toTensor().defined()) {
-      const auto& t = args[i].toTensor();
-      os << c10::toString(t.scalar_type()) << t.sizes();
-    } else if (args[i].isTensorList() || args[i].isOptionalTensorList()) {
-      os << "[tensors]";
-    } else if (args[i].isScalar() || args[i].isIntList() || args[i].isNone() || args[i].isBool()) {
-      os << args[i];
-    } else {
-      os << args[i].tagKind();
-    }
+    describeValue(os, args[i]);
   }
   os << ")";
   return os.str();

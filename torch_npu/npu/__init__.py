@@ -62,6 +62,17 @@ from torch_npu.npu.tensor_types import (
 )
 
 
+def op_stats(reset: bool = False) -> dict:
+    """How each op ran on npu so far: {"aten::add.out": {"device_op": n, "generic": n,
+    "generic_inline": n, "fallback": n}}. `reset=True` clears the counters after reading."""
+    from torch_npu import _C
+
+    stats = _C._op_stats()
+    if reset:
+        _C._reset_op_stats()
+    return stats
+
+
 def get_amp_supported_dtype():
     """dtypes torch.autocast("npu") may cast to."""
     import torch
