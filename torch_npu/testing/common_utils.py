@@ -34,5 +34,8 @@ def create_common_tensor(item, minValue, maxValue, device="npu"):
         data = np.random.randint(int(minValue), int(maxValue), size=shape).astype(dtype)
     else:
         data = np.random.uniform(minValue, maxValue, size=shape).astype(dtype)
+        if maxValue > minValue:  # rounding to a narrow dtype must not reach maxValue
+            top = np.nextafter(dtype.type(maxValue), dtype.type(minValue))
+            data = np.minimum(data, top)
     cpu_input = torch.from_numpy(np.ascontiguousarray(data))
     return cpu_input, cpu_input.to(device)
