@@ -178,17 +178,13 @@ def test_conv2d_max_pool2d_forward_and_backward_match_cpu(dtype):
     b = torch.randn(4).to(dtype)
     results = {}
     for dev in ("cpu", "npu"):
-        xd = x.to(dev).requires_grad_()  # leaves on both devices (x, w, b do not require grad)
-        wd = w.to(dev).requires_grad_()
-        bd = b.to(dev).requires_grad_()
+        xd, wd, bd = (t.clone().to(dev).requires_grad_() for t in (x, w, b))
         y = F.conv2d(xd, wd, bd, stride=1, padding=1)
         z = F.max_pool2d(y, kernel_size=2, stride=2)
         zi, idx = F.max_pool2d(y.detach(), 3, stride=2, padding=1, return_indices=True)
         (z * torch.arange(z.numel(), device=dev).reshape(z.shape).to(dtype)).sum().backward()
         results[dev] = (y, z, zi, idx, xd.grad, wd.grad, bd.grad)
-    tol = {} if dtype == torch.float32 else dict(atol=0.2, rtol=0.05)
-    if dtype == torch.float32:
-        tol = dict(atol=1e-4, rtol=1e-4)
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=0.2, rtol=0.05)
     for got, expected in zip(results["npu"], results["cpu"]):
         assert_matches(got.detach(), expected.detach(), **tol)
 

@@ -4,7 +4,14 @@ Importing this package (or plain `import torch`, through the `torch.backends` en
 the device: `torch.device("npu")`, `Tensor.npu()`, `torch.npu.*`.
 """
 
-import torch
+
+def _autoload() -> None:
+    """Entry point for `torch.backends`: importing the package already registered everything."""
+
+
+# Defined before `import torch`: when torch_npu is imported first, torch's autoload looks up
+# `_autoload` on this partially initialised module.
+import torch  # noqa: E402
 
 try:
     from torch_npu import _C  # noqa: F401  (loading it registers kernels, allocator, guard and hooks)
@@ -33,7 +40,3 @@ def _register_device() -> None:
 
 
 _register_device()
-
-
-def _autoload() -> None:
-    """Entry point for `torch.backends`: importing the package already registered everything."""
