@@ -28,10 +28,13 @@ system-deps:
 build: $(DEPS_STAMP) system-deps
 	$(VPY) -m pip install -q --no-build-isolation --no-deps .
 
+# runtime/ and opslib/ build and test on their own, without torch.
 test-cpp: $(DEPS_STAMP) system-deps
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S runtime -B build/runtime -G Ninja -DCMAKE_BUILD_TYPE=Release
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/runtime
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH ctest --test-dir build/runtime --output-on-failure
+	@for lib in runtime opslib; do \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S $$lib -B build/$$lib -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/$$lib && \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH ctest --test-dir build/$$lib --output-on-failure || exit 1; \
+	done
 
 test-python: build
 	cd tests && ../$(VPY) -m pytest -q -p no:cacheprovider .

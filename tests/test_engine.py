@@ -5,6 +5,9 @@ against the same computation on the CPU, over several dtypes and layouts (empty,
 transposed, sliced), in-place and out= forms, many queued launches, two streams, random ops and
 autograd. Task errors, launch modes and strict mode are in test_engine_errors.py."""
 
+import contextlib
+import os
+import re
 import warnings
 
 import pytest
@@ -12,6 +15,19 @@ import torch
 import torch.nn.functional as F
 
 from conftest import stall_stream
+
+
+def _flag(name, default):
+    v = os.environ.get(name, "")
+    return default if v == "" else v != "0"
+
+
+# These tests describe the default execution policy (generic executor, queued tasks); the other
+# policies are tested in subprocesses (test_engine_errors.py).
+pytestmark = pytest.mark.skipif(
+    _flag("NPU_SIM_STRICT", False) or not _flag("TASK_QUEUE_ENABLE", True)
+    or _flag("ASCEND_LAUNCH_BLOCKING", False),
+    reason="needs the default execution policy")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 ALL = FLOATS + [torch.int64, torch.bool]
@@ -30,8 +46,8 @@ def _make(shape, dtype, seed=0):
     return torch.randn(shape, generator=g).to(dtype)
 
 
-# A layout is a function base-shape -> (base shape, view of the base): the same view is taken of the
-# CPU base and of its npu copy, so the npu op sees the same strides and offset as the CPU op.
+# A layout: (shape of the base tensor for a wanted view shape, the view of the base). The same view
+# is taken of the CPU base and of its npu copy, so both ops see the same strides and offset.
 LAYOUTS = {
     "contiguous": (lambda s: s, lambda b: b),
     "transposed": (lambda s: s[:-2] + (s[-1], s[-2]), lambda b: b.transpose(-1, -2)),
@@ -65,9 +81,7 @@ def assert_matches(got, expected, exact=False, atol=None, rtol=None):
     assert got.shape == expected.shape, (got.shape, expected.shape)
     host = got.cpu()
     if exact or not (expected.is_floating_point() or expected.is_complex()):
-        assert torch.equal(host, expected) or (
-            expected.is_floating_point() and torch.equal(host.isnan(), expected.isnan())
-            and torch.equal(host.nan_to_num(), expected.nan_to_num())), (host, expected)
+        torch.testing.assert_close(host, expected, atol=0, rtol=0, equal_nan=True)
     elif atol is not None:
         torch.testing.assert_close(host, expected, atol=atol, rtol=rtol, equal_nan=True)
     else:
@@ -119,7 +133,6 @@ UNARY_OPS = {
     "index_put": (lambda x: x.index_put((_idx(x, [0, 3, 3]), _idx(x, [1, 5, 5])), x[1, :3],
                                         accumulate=True), [torch.float32, torch.int64]),
     "advanced_index": (lambda x: x[_idx(x, [3, 0, 3]), 1:], ALL),
-    "bool_mask_index": (lambda x: x[_idx(x, [True, False, True, False])], ALL),
     "cat": (lambda x: torch.cat([x, x[:2], x.flip(0)], dim=0), ALL),
     "cat_dim1": (lambda x: torch.cat([x, x[:, :1]], dim=1), ALL),
     "stack": (lambda x: torch.stack([x, x.flip(1)], dim=1), ALL),
@@ -210,11 +223,24 @@ def test_embedding_forward_and_backward_match_cpu():
         out.pow(2).sum().backward()
         grads[dev] = (out.detach(), w.grad)
     assert_matches(grads["npu"], grads["cpu"])
-    # an embedding bag of a half weight and an empty index list
+    # a half weight, and an empty index list
     wh = weight.half()
     assert_matches(F.embedding(idx.npu(), wh.npu()), F.embedding(idx, wh))
     empty = torch.empty(0, dtype=torch.long)
     assert_matches(F.embedding(empty.npu(), weight.npu()), F.embedding(empty, weight))
+
+
+def test_layer_norm_forward_and_backward_match_cpu():
+    torch.manual_seed(0)
+    x, w, b = torch.randn(3, 4, 6), torch.randn(6), torch.randn(6)
+    results = {}
+    for dev in ("cpu", "npu"):
+        # every input needs grad: native_layer_norm_backward computes all three (see the xfail below)
+        xd, wd, bd = (t.clone().to(dev).requires_grad_() for t in (x, w, b))
+        y = F.layer_norm(xd, (6,), wd, bd, eps=1e-3)
+        (y * torch.linspace(-1, 1, 6, device=dev)).sum().backward()
+        results[dev] = (y.detach(), xd.grad, wd.grad, bd.grad)
+    assert_matches(results["npu"], results["cpu"], atol=1e-5, rtol=1e-5)
 
 
 # Empty and 0-d inputs: name -> fn of a tensor
@@ -224,7 +250,7 @@ SHAPE_EDGE_OPS = {
     "sum": lambda x: x.sum(),
     "mean_dim": lambda x: x.mean(dim=0),
     "softmax": lambda x: torch.softmax(x, 0),
-    "argmax": lambda x: torch.argmax(x) if x.numel() else torch.tensor(0, device=x.device),
+    "argmax": lambda x: torch.argmax(x),
     "nonzero": lambda x: torch.nonzero(x),
     "unique": lambda x: tuple(torch.unique(x, return_counts=True)),
     "masked_select": lambda x: torch.masked_select(x, x > 0),
@@ -233,7 +259,7 @@ SHAPE_EDGE_OPS = {
     "stack": lambda x: torch.stack([x, x]),
     "comparison": lambda x: (x > 0, x == x),
     "exp_mul": lambda x: x.exp() * 2,
-    "var": lambda x: x.var(correction=0) if x.numel() else x.sum(),
+    "var": lambda x: x.var(correction=0),
 }
 
 
@@ -242,7 +268,19 @@ SHAPE_EDGE_OPS = {
 def test_generic_op_on_empty_and_0d_inputs(name, shape):
     fn = SHAPE_EDGE_OPS[name]
     x = torch.randn(shape)
-    assert_matches(fn(x.npu()), fn(x))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # var of an empty tensor: degrees of freedom <= 0
+            expected = fn(x)
+    except (RuntimeError, IndexError) as e:  # e.g. argmax of an empty tensor: the same error
+        with pytest.raises(type(e), match=re.escape(str(e).splitlines()[0])):
+            fn(x.npu())
+            torch.npu.synchronize()
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = fn(x.npu())
+    assert_matches(got, expected)
 
 
 BINARY_OPS = {
@@ -258,18 +296,16 @@ BINARY_OPS = {
 }
 
 
-@pytest.mark.parametrize("shapes", [
-    ((4, 1, 6), (3, 6)),
-    ((6,), (5, 6)),
-    ((), (2, 6)),
-    ((2, 3, 6), (1, 6)),
-    ((0, 6), (1, 6)),
+BROADCAST_SHAPES = [((4, 1, 6), (3, 6)), ((6,), (5, 6)), ((), (2, 6)), ((2, 3, 6), (1, 6)),
+                    ((0, 6), (1, 6))]
+
+
+@pytest.mark.parametrize("name,shapes", [
+    (name, shapes) for name in BINARY_OPS for shapes in BROADCAST_SHAPES
+    if name != "matmul" or len(shapes[0]) >= 1  # matmul needs a matrix or vector on the left
 ], ids=str)
-@pytest.mark.parametrize("name", BINARY_OPS)
 def test_generic_binary_op_broadcasts_like_cpu(name, shapes):
     fn = BINARY_OPS[name]
-    if name == "matmul" and (len(shapes[0]) < 1 or len(shapes[1]) < 2):
-        pytest.skip("matmul needs matrices")
     a, b = _make(shapes[0], torch.float32, 1), _make(shapes[1], torch.float32, 2)
     assert_matches(fn(a.npu(), b.npu()), fn(a, b), atol=1e-5, rtol=1e-5)
 
@@ -331,14 +367,16 @@ def test_inplace_op_updates_base_through_view_and_keeps_identity():
 
 
 def test_inplace_broadcast_to_larger_shape_raises_like_cpu():
-    a = torch.randn(3)
-    with pytest.raises(RuntimeError) as cpu_err:
-        a.add_(torch.randn(2, 3))
-    with pytest.raises(RuntimeError) as npu_err:
-        a.npu().add_(torch.randn(2, 3, device="npu"))
-        torch.npu.synchronize()
-    assert "doesn't match the broadcast shape" in str(cpu_err.value)
-    assert "doesn't match the broadcast shape" in str(npu_err.value)
+    a, b = torch.randn(3), torch.randn(2, 3)
+    for fn in (lambda x, y: x.atan2_(y), lambda x, y: x.lerp_(y, 0.5)):
+        with pytest.raises(RuntimeError) as cpu_err:
+            fn(a.clone(), b)
+        x = a.npu()
+        with pytest.raises(RuntimeError) as npu_err:
+            fn(x, b.npu())  # the Meta kernel rejects it at the launching line
+        assert "doesn't match the broadcast shape" in str(cpu_err.value)
+        assert "doesn't match the broadcast shape" in str(npu_err.value)
+        assert torch.equal(x.cpu(), a)  # untouched
 
 
 def test_out_variants_match_cpu():
@@ -364,6 +402,7 @@ def test_out_variants_match_cpu():
         assert_matches(outs["npu"], outs["cpu"], exact=True)
 
 
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
 def test_out_variants_of_reductions_sort_and_cat_match_cpu():
     a = torch.randn(4, 6)
     x = a.npu()
@@ -395,6 +434,89 @@ def test_out_on_other_device_raises():
         torch.npu.synchronize()
 
 
+@pytest.mark.xfail(reason="BUG: an out= tensor that the generic executor resizes gets contiguous "
+                          "strides (GenericExecutor.cpp step 2 calls resize_(meta.sizes()) and drops the "
+                          "strides the Meta/CPU kernel chose), so results lose the input's memory "
+                          "format: torch.logical_not(x_cl), torch.logical_and(x_cl, x_cl) (functional forms "
+                          "that resize an empty out) and torch.maximum(x_cl, x_cl, out=torch.empty(0, "
+                          "device='npu')) come back NCHW-contiguous on npu, channels_last on the CPU",
+                   strict=True)
+def test_resized_out_takes_the_layout_of_the_cpu_kernel():
+    x = torch.randn(2, 3, 4, 4).contiguous(memory_format=torch.channels_last)
+    for fn in (lambda t: torch.logical_not(t),
+               lambda t: torch.logical_and(t, t),
+               lambda t: torch.maximum(t, t, out=torch.empty(0, device=t.device)),
+               lambda t: torch.atan2(t, t, out=torch.empty(0, device=t.device))):
+        expected, got = fn(x), fn(x.npu())
+        assert_matches(got, expected, exact=True)
+        assert got.stride() == expected.stride(), (got.stride(), expected.stride())
+        assert got.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_elementwise_ops_keep_the_memory_format_like_cpu():
+    x = torch.randn(2, 3, 4, 4).contiguous(memory_format=torch.channels_last)
+    for fn, exact in ((lambda t: t + 1, True), (lambda t: -t, True), (lambda t: t.clamp(-1, 1), True),
+                      (torch.sigmoid, False),  # a device op: its own exp, within float rounding
+                      (lambda t: t.half(), True), (lambda t: t > 0, True)):
+        expected, got = fn(x), fn(x.npu())
+        assert_matches(got, expected, exact=exact)
+        assert got.stride() == expected.stride()
+
+
+# --- boolean-mask indexing: in a child process, as it changes how aten::index runs for the whole
+# process (see the xfail below), which would move other tests' index errors to the launching line
+
+_BOOL_MASK_CHILD = """
+import json
+import torch
+
+torch.manual_seed(0)
+ok = []
+for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool):
+    base = (torch.randn(4, 13) * 3).to(dtype)
+    for view in (lambda b: b[:, :6], lambda b: b[:, 1::2], lambda b: b[:, :4].t()):
+        cpu, npu = view(base), view(base.npu())
+        row_mask = torch.arange(cpu.shape[0]) % 2 == 0
+        full_mask = torch.arange(cpu.numel()).reshape(cpu.shape) % 3 == 0
+        for got, expected in ((npu[row_mask.npu()], cpu[row_mask]),
+                              (npu[full_mask.npu()], cpu[full_mask]),
+                              (npu[row_mask.npu(), 1:], cpu[row_mask, 1:]),
+                              (npu[torch.zeros_like(full_mask).npu()], cpu[torch.zeros_like(full_mask)])):
+            ok.append(got.device.type == "npu" and got.dtype == expected.dtype
+                      and torch.equal(got.cpu(), expected))
+x = torch.randn(8, device="npu")
+torch.npu.synchronize()
+torch.npu.op_stats(reset=True)
+x[torch.tensor([1, 2]).npu()]  # integer indices: no data-dependent output shape
+print(json.dumps({"values_ok": ok, "int_index_stats": torch.npu.op_stats()["aten::index.Tensor_out"]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def bool_mask_child(tmp_path_factory):
+    import json
+    import subprocess
+    import sys
+    from conftest import _CONTROL_VARS
+    env = {k: v for k, v in os.environ.items() if k not in _CONTROL_VARS}
+    env.update({"NPU_SIM_STRICT": "0", "TASK_QUEUE_ENABLE": "1", "ASCEND_LAUNCH_BLOCKING": "0"})
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([sys.executable, "-c", _BOOL_MASK_CHILD], cwd=tmp_path_factory.mktemp("child"),
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_bool_mask_index_matches_cpu(bool_mask_child):
+    assert len(bool_mask_child["values_ok"]) == 60
+    assert all(bool_mask_child["values_ok"]), bool_mask_child["values_ok"]
+
+
+def test_int_index_stays_queued_after_a_bool_mask_index(bool_mask_child):
+    stats = bool_mask_child["int_index_stats"]
+    assert stats["generic"] == 1 and stats["generic_inline"] == 0, stats
+
+
 # --- how ops ran: op_stats
 
 
@@ -417,7 +539,7 @@ def test_op_stats_records_generic_and_generic_inline_paths():
     assert stats["aten::masked_select"]["generic_inline"] == 1
     assert stats["aten::gt.Scalar_out"]["generic"] == 1
     assert stats["aten::sort.values_stable"]["generic"] == 1
-    assert all(v["fallback"] == 0 and v["device_op"] == 0 for v in stats.values()), stats
+    assert all(v["fallback"] == 0 for v in stats.values()), stats  # default mode: no CPU fallback
     # reset=True returns the counts, then clears them
     again = torch.npu.op_stats(reset=True)
     assert again == stats
@@ -468,6 +590,7 @@ def test_chain_of_generic_ops_with_fresh_outputs_matches_cpu():
 
 def test_launches_return_before_queued_work_runs():
     x = torch.randn(256, device="npu")
+    torch.sort(torch.cumsum(x, 0))  # plan the ops first: the launches below are then quick
     torch.npu.synchronize()
     stream = torch.npu.current_stream()
     stall_stream()
@@ -484,7 +607,8 @@ def test_two_streams_ordered_by_an_event_match_cpu():
     a = torch.randn(128, 32)
     producer, consumer = torch.npu.Stream(), torch.npu.Stream()
     x = a.npu()
-    torch.npu.synchronize()
+    torch.sort(torch.cumsum(torch.softmax(x @ x.t(), 1), 1), 1, descending=True).values[:, :4].sum(1)
+    torch.npu.synchronize()  # the ops are planned: the launches below are quick
     ready = torch.npu.Event()
     with torch.npu.stream(producer):
         stall_stream()
@@ -501,6 +625,8 @@ def test_two_streams_ordered_by_an_event_match_cpu():
 
 
 def test_query_on_stalled_stream_is_false_without_waiting():
+    torch.ones(16, device="npu").cumsum(0)
+    torch.npu.synchronize()
     s = torch.npu.Stream()
     with torch.npu.stream(s):
         stall_stream()
@@ -516,22 +642,78 @@ def test_query_on_stalled_stream_is_false_without_waiting():
     assert_matches(x, torch.ones(16).cumsum(0))
 
 
-@pytest.mark.xfail(reason="BUG: stream.query() is still False right after Event.synchronize() of an "
-                          "event recorded as the stream's last work: the runtime completes the event "
-                          "inside the record task (runtime/src/Event.cpp) but counts the task as "
-                          "completed only afterwards (Stream::Run), so the stream looks busy for a "
-                          "moment although all its work is done", strict=True)
+@contextlib.contextmanager
+def _all_threads_on_one_cpu():
+    """Pins every thread of this process (the stream workers too) to one CPU, restoring afterwards:
+    a thread woken by a stream worker then runs before the worker finishes its bookkeeping, which
+    makes the worker/host interleaving deterministic instead of up to the scheduler."""
+    if not hasattr(os, "sched_setaffinity") or not os.path.isdir("/proc/self/task"):
+        pytest.skip("needs Linux thread affinity")
+    original = os.sched_getaffinity(0)
+    cpu = min(original)
+    saved = {}
+    for tid in map(int, os.listdir("/proc/self/task")):
+        try:
+            saved[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, {cpu})
+        except OSError:
+            pass
+    try:
+        yield
+    finally:
+        for tid in map(int, os.listdir("/proc/self/task")):
+            try:
+                os.sched_setaffinity(tid, saved.get(tid, original))
+            except OSError:
+                pass
+
+
 def test_stream_query_true_after_synchronizing_its_last_event():
-    s = torch.npu.Stream()
-    busy_after_event = 0
-    for _ in range(20):
-        with torch.npu.stream(s):
-            stall_stream()
-        ev = torch.npu.Event()
-        ev.record(s)
-        ev.synchronize()
-        busy_after_event += not s.query()
-    assert busy_after_event == 0, f"{busy_after_event}/20 queries said busy"
+    with _all_threads_on_one_cpu():
+        s = torch.npu.Stream()
+        src = torch.empty(256, 256, device="npu")
+        dst = torch.empty(256, 256, device="npu")
+        busy = 0
+        for _ in range(50):
+            with torch.npu.stream(s):
+                dst.copy_(src.t())  # queued work the host waits for below
+            ev = torch.npu.Event()
+            ev.record(s)
+            ev.synchronize()
+            busy += not s.query()
+    assert busy == 0, f"{busy}/50 queries said busy after the stream's last event completed"
+
+
+def test_host_inputs_are_read_at_launch():
+    # A (non 0-d) CPU index tensor changed right after the launch must not change queued work.
+    a = torch.randn(6, 3)
+    x = a.npu()
+    idx = torch.tensor([5, 0, 2])
+    x[idx]  # plan the op first
+    torch.npu.synchronize()
+    stall_stream()
+    y = x[idx]
+    idx.fill_(1)
+    assert_matches(y, a[torch.tensor([5, 0, 2])])
+
+
+def test_0d_cpu_operand_is_read_at_launch():
+    a = torch.randn(4)
+    x = a.npu()
+    ops = {
+        "where": lambda t, s: torch.where(t > 0, t, s),
+        "pow": lambda t, s: torch.pow(t.abs(), s),
+        "lerp": lambda t, s: torch.lerp(t, t.flip(0), s),
+        "mul": lambda t, s: t * s,
+    }
+    for name, fn in ops.items():
+        fn(x, torch.tensor(2.0))  # plan the op (and cache its Meta result) first
+        torch.npu.synchronize()
+        s = torch.tensor(2.0)
+        stall_stream()
+        got = fn(x, s)
+        s.fill_(100.0)  # after the launch: the queued op must not see it
+        assert_matches(got, fn(a, torch.tensor(2.0)), atol=1e-6, rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -590,6 +772,20 @@ def test_rng_state_replays_queued_random_ops():
         assert torch.equal(a.cpu(), c.cpu()), name
 
 
+def test_reseeding_does_not_change_draws_already_launched():
+    torch.npu.manual_seed(11)
+    expected = [t.cpu() for t in _draw_all()[:4]]
+    torch.npu.manual_seed(11)
+    stall_stream()
+    queued = _draw_all()[:4]  # behind the stall: not run yet
+    torch.npu.manual_seed(12)  # must not reach the queued draws
+    other = _draw_all()[:4]
+    torch.npu.synchronize()
+    for a, b, c in zip(expected, queued, other):
+        assert torch.equal(a, b.cpu())
+        assert not torch.equal(a, c.cpu())
+
+
 def test_random_draws_have_the_right_distribution_and_metadata():
     torch.npu.manual_seed(0)
     d = _draw_all()
@@ -620,7 +816,7 @@ class _SmallCNN(torch.nn.Module):
         return self.fc(x.flatten(1))
 
 
-def test_small_cnn_forward_backward_matches_cpu():
+def _cnn_grads_match(input_requires_grad):
     torch.manual_seed(0)
     model = _SmallCNN()
     x = torch.randn(8, 1, 12, 12)
@@ -628,15 +824,60 @@ def test_small_cnn_forward_backward_matches_cpu():
     model_npu = _SmallCNN()
     model_npu.load_state_dict(model.state_dict())
     model_npu.npu()
-    loss = F.cross_entropy(model(x), target)
+    x_cpu = x.clone().requires_grad_(input_requires_grad)
+    x_npu = x.npu().requires_grad_(input_requires_grad)
+    loss = F.cross_entropy(model(x_cpu), target)
     loss.backward()
-    loss_npu = F.cross_entropy(model_npu(x.npu()), target.npu())
+    loss_npu = F.cross_entropy(model_npu(x_npu), target.npu())
     loss_npu.backward()
     assert loss_npu.device.type == "npu"
     torch.testing.assert_close(loss_npu.detach().cpu(), loss.detach(), atol=1e-5, rtol=1e-5)
     for (name, p), (_, q) in zip(model.named_parameters(), model_npu.named_parameters()):
         assert q.grad is not None and q.grad.device.type == "npu", name
         torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-5, rtol=1e-5, msg=name)
+    if input_requires_grad:
+        torch.testing.assert_close(x_npu.grad.cpu(), x_cpu.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_small_cnn_forward_backward_with_input_grad_matches_cpu():
+    # every convolution_backward computes all three gradients (see the xfail below for the others)
+    _cnn_grads_match(input_requires_grad=True)
+
+
+_MASKED_BACKWARD_BUG = (
+    "BUG: multi-output ops with an output left undefined by output_mask fail inside the task with "
+    "'Expected Tensor but got GenericList': the generic executor passes only the defined fresh outputs "
+    "to the out= overload (GenericExecutor.cpp step 4), shifting its arguments. Hits "
+    "convolution_backward whenever input, weight or bias needs no grad (the first conv of any CNN) and "
+    "native_layer_norm_backward")
+
+
+def test_small_cnn_forward_backward_matches_cpu():
+    _cnn_grads_match(input_requires_grad=False)  # the usual case: the data needs no grad
+
+
+@pytest.mark.parametrize("op", ["convolution_backward", "native_layer_norm_backward"])
+def test_backward_ops_with_partial_output_mask_match_cpu(op):
+    torch.manual_seed(0)
+    if op == "convolution_backward":
+        x, w, go = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), torch.randn(1, 3, 3, 3)
+
+        def fn(x, w, go):
+            return torch.ops.aten.convolution_backward(go, x, w, [3], [1, 1], [0, 0], [1, 1], False,
+                                                       [0, 0], 1, [False, True, True])
+        args = (x, w, go)
+    else:
+        x, go, w = torch.randn(3, 5), torch.randn(3, 5), torch.randn(5)
+
+        def fn(x, go, w):
+            _, mean, rstd = torch.native_layer_norm(x, [5], w, w, 1e-5)
+            return torch.ops.aten.native_layer_norm_backward(go, x, [5], mean, rstd, w, w,
+                                                             [False, True, True])
+        args = (x, go, w)
+    expected = fn(*args)
+    got = fn(*(a.npu() for a in args))
+    assert got[0] is None and expected[0] is None
+    assert_matches(tuple(got[1:]), tuple(expected[1:]), atol=1e-5, rtol=1e-5)
 
 
 def test_training_steps_match_cpu():
@@ -648,7 +889,9 @@ def test_training_steps_match_cpu():
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     opt_npu = torch.optim.SGD(model_npu.parameters(), lr=0.1, momentum=0.9)
     x, target = torch.randn(8, 1, 12, 12), torch.randint(0, 5, (8,))
-    xn, tn = x.npu(), target.npu()
+    # the input needs grad so that every convolution_backward computes all three gradients
+    x.requires_grad_()
+    xn, tn = x.detach().npu().requires_grad_(), target.npu()
     for _ in range(3):
         for m, o, xi, ti in ((model, opt, x, target), (model_npu, opt_npu, xn, tn)):
             o.zero_grad()

@@ -1,14 +1,17 @@
 // CopyKernelNpu.cpp - copy_ between npu and host and across npu devices, with dtype conversion,
 // broadcasting and arbitrary strides. Contiguous same-dtype copies are runtime memcpys; the rest run
 // as host tasks on the stream over zero-copy views.
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
 
+#include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUHostAllocator.h"
 #include "csrc/core/NPUStream.h"
 #include "csrc/framework/DeviceTask.h"
 #include "csrc/framework/HostView.h"
+#include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
 namespace {
@@ -44,6 +47,8 @@ void copyBetweenNpus(const at::Tensor& src, const at::Tensor& dst) {
   if (bytewiseCopyable(src, dst)) {
     NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                              NRT_MEMCPY_DEVICE_TO_DEVICE, stream.handle()));
+  } else if (!cross_device && deviceOpsSupport({src, dst})) {
+    EXEC_NPU_CMD(aclnnCast, src, dst);  // strided / broadcasting / dtype-converting
   } else {
     launchDeviceTask(stream, "aten::copy_ (npu -> npu)",
                             [src = hostView(src), dst = hostView(dst)] { dst.copy_(src); });
@@ -101,6 +106,9 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
   TORCH_CHECK(isNpu(dst) || dst.is_cpu(), "copy_: cannot copy from ", self.device(), " to ",
               dst.device());
   if (dst.numel() == 0 || self.is_same(dst)) return dst;
+  // copy_ broadcasts src to dst; anything else is the error the CPU gives.
+  TORCH_CHECK(at::infer_size(dst.sizes(), self.sizes()) == dst.sizes(), "copy_: source of shape ",
+              self.sizes(), " cannot be broadcast to the destination shape ", dst.sizes());
   if (isNpu(self) && isNpu(dst)) {
     copyBetweenNpus(self, dst);
   } else if (isNpu(dst)) {
@@ -113,12 +121,12 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
 
 at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   dst.resize_(self.sizes());
-  return _copy_from(self, dst, false);
+  return at_npu::native::_copy_from(self, dst, false);
 }
 
 at::Scalar _local_scalar_dense(const at::Tensor& self) {
   at::Tensor host = at::empty({}, self.options().device(c10::DeviceType::CPU));
-  _copy_from(self, host, false);
+  at_npu::native::_copy_from(self, host, false);
   return host.item();
 }
 

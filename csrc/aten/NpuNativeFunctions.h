@@ -36,6 +36,22 @@ at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value);
 at::Tensor& zero_(at::Tensor& self);
 void record_stream(at::Tensor& self, c10::Stream stream);
 
+// Elementwise ops on named device ops (opslib).
+at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                    at::Tensor& out);
+at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                    at::Tensor& out);
+at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out);
+at::Tensor& neg_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor& exp_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor& sqrt_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor& sigmoid_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor& tanh_out(const at::Tensor& self, at::Tensor& out);
+at::Tensor relu(const at::Tensor& self);
+at::Tensor& relu_(at::Tensor& self);
+
 // Host-computed kernels for ops the generic CPU fallback gets wrong (see each file's header).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,

@@ -24,6 +24,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor_));
   m.impl("zero_", TORCH_FN(zero_));
   m.impl("record_stream", TORCH_FN(record_stream));
+  // Named device ops; the functional and in-place forms reach these through their structured
+  // out= kernels.
+  m.impl("add.out", TORCH_FN(add_out));
+  m.impl("sub.out", TORCH_FN(sub_out));
+  m.impl("mul.out", TORCH_FN(mul_out));
+  m.impl("div.out", TORCH_FN(div_out));
+  m.impl("neg.out", TORCH_FN(neg_out));
+  m.impl("abs.out", TORCH_FN(abs_out));
+  m.impl("exp.out", TORCH_FN(exp_out));
+  m.impl("sqrt.out", TORCH_FN(sqrt_out));
+  m.impl("sigmoid.out", TORCH_FN(sigmoid_out));
+  m.impl("tanh.out", TORCH_FN(tanh_out));
+  m.impl("relu", TORCH_FN(relu));
+  m.impl("relu_", TORCH_FN(relu_));
   m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
   m.impl("native_dropout", TORCH_FN(native_dropout));
   // Their default (CompositeExplicitAutograd) kernels lead to the *_overrideable ops, which only

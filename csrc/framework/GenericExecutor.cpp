@@ -178,6 +178,7 @@ int aliasedArgument(const c10::FunctionSchema& schema, size_t ret) {
 struct MetaResult {
   std::vector<c10::IValue> args;     // the Meta twins of the arguments, after the call
   std::vector<c10::IValue> returns;  // the Meta results
+  bool data_dependent = false;       // the Meta function refused: outputs depend on input values
 };
 
 void appendSignature(std::string& key, const c10::IValue& v) {
@@ -237,8 +238,16 @@ std::shared_ptr<const MetaResult> inferMeta(const c10::OperatorHandle& op,
   }
   auto result = std::make_shared<MetaResult>();
   result->args.assign(meta.begin(), meta.end());
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
-  result->returns.assign(meta.begin(), meta.end());
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    result->returns.assign(meta.begin(), meta.end());
+  } catch (const c10::Error&) {
+    throw;  // no Meta kernel, or invalid arguments: the caller decides
+  } catch (const std::exception&) {
+    // A Python Meta function that refuses these arguments (e.g. a boolean-mask index): remember it
+    // for this signature only; the same op with other arguments may still be planned.
+    result->data_dependent = true;
+  }
   std::lock_guard<std::mutex> lock(mutex);
   if (cache->size() > 8192) cache->clear();  // bounded: shapes that keep changing
   cache->emplace(std::move(key), result);
@@ -265,15 +274,13 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   try {
     inferred = inferMeta(op, args);
   } catch (const c10::NotImplementedError&) {
-    plan.synchronous = true;  // e.g. data-dependent output shapes (nonzero, unique)
+    plan.synchronous = true;  // no Meta kernel for this op at all
     return runSynchronously(plan, op, stack);
   } catch (const c10::Error&) {
     // Invalid arguments: the CPU kernel raises the real error here, at the launching line.
     return runSynchronously(plan, op, stack);
-  } catch (const std::exception&) {
-    plan.synchronous = true;  // a Python Meta function that refuses (data-dependent output)
-    return runSynchronously(plan, op, stack);
   }
+  if (inferred->data_dependent) return runSynchronously(plan, op, stack);
   const std::vector<c10::IValue>& meta_args = inferred->args;
   const std::vector<c10::IValue>& meta = inferred->returns;
 
@@ -284,7 +291,15 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (!info || !info->isWrite() || !args[i].isTensor()) continue;
     const at::Tensor& npu = args[i].toTensor();
     const at::Tensor& m = meta_args[i].toTensor();
-    if (npu.defined() && npu.sizes() != m.sizes()) npu.resize_(m.sizes());
+    if (npu.defined() && npu.sizes() != m.sizes()) {
+      // As the CPU kernel would: resize, then take the layout it computes (e.g. channels_last).
+      npu.resize_(m.sizes());
+      if (npu.strides() != m.strides() && npu.is_non_overlapping_and_dense() &&
+          m.is_non_overlapping_and_dense()) {
+        npu.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes(), m.strides(),
+                                                          npu.storage_offset());
+      }
+    }
   }
   // 3. Fresh outputs allocated on the device.
   std::vector<c10::IValue> results;
@@ -298,7 +313,10 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       continue;
     }
     results.push_back(mapTensors(meta[r], [&](const at::Tensor& m) {
-      if (!m.defined()) return m;
+      if (!m.defined()) {
+        all_fresh = false;  // an out= overload would need a tensor for every output
+        return m;
+      }
       at::Tensor out = at::empty_strided(m.sizes(), m.strides(), m.options().device(device));
       fresh.push_back(out);
       return out;
@@ -321,7 +339,13 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       host.push_back(mapTensors(v, [](const at::Tensor& t) {
         if (!t.defined()) return t;
         if (isNpuTensor(t)) return hostView(t);
-        return t.dim() == 0 ? t : t.clone();  // host inputs are read later: snapshot them
+        // Host inputs are read when the task runs: snapshot them now (as CUDA takes CPU scalars by
+        // value), keeping the wrapped-number flag that type promotion looks at.
+        at::Tensor copy = t.clone();
+        if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+          copy.unsafeGetTensorImpl()->set_wrapped_number(true);
+        }
+        return copy;
       }));
     }
   }

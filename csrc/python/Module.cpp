@@ -1,6 +1,7 @@
 // Module.cpp - torch_npu._C: loading it registers the npu device with PyTorch (guard, allocator, hooks,
 // kernels live in libtorch_npu); these bindings serve the torch.npu Python module.
 #include <pybind11/pybind11.h>
+#include <npu/opslib.h>
 #include <torch/csrc/Generator.h>
 
 #include "csrc/core/NPUCachingAllocator.h"
@@ -26,6 +27,11 @@ PYBIND11_MODULE(_C, m) {
       out[py::str(name)] = d;
     }
     return out;
+  });
+  m.def("_device_ops", [] {
+    py::list names;
+    for (int i = 0; i < aclnnOpCount(); ++i) names.append(py::str(aclnnOpAt(i)->name));
+    return names;
   });
   m.def("_reset_op_stats", [] { at_npu::native::resetOpStats(); });
   m.def("_device_count", [] { return static_cast<int>(c10_npu::device_count()); });

@@ -101,11 +101,7 @@ nrtError_t nrtEventRecord(nrtEvent_t event, nrtStream_t stream) {
       return error;
     }
     auto record = std::make_shared<EventRecord>(found_stream);
-    npu::runtime::Task complete = [record] {
-      record->Complete();
-      return 0;
-    };
-    if (nrtError_t error = found_stream->Enqueue(std::move(complete))) return error;
+    if (nrtError_t error = found_stream->EnqueueMarker(record)) return error;
     found_event->set_latest(std::move(record));
     return NRT_SUCCESS;
   });

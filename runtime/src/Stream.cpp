@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "Device.h"
+#include "Event.h"
 #include "Error.h"
 #include "Log.h"
 
@@ -57,6 +58,20 @@ nrtError_t Stream::Enqueue(Task task) {
     ++enqueued_;
   }
   work_ready_.notify_one();
+  return NRT_SUCCESS;
+}
+
+nrtError_t Stream::EnqueueMarker(std::shared_ptr<EventRecord> record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, name(),
+                       " is being destroyed and accepts no more work");
+  }
+  if (completed_ == enqueued_) {
+    record->Complete();
+  } else {
+    markers_.emplace_back(enqueued_, std::move(record));
+  }
   return NRT_SUCCESS;
 }
 
@@ -135,6 +150,10 @@ void Stream::Run() {
       }
     }
     ++completed_;
+    while (!markers_.empty() && markers_.front().first <= completed_) {
+      markers_.front().second->Complete();
+      markers_.pop_front();
+    }
     work_done_.notify_all();
   }
 }

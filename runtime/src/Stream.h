@@ -17,6 +17,8 @@
 
 namespace npu::runtime {
 
+class EventRecord;
+
 // Returns non-zero (or throws) on failure; the worker turns that into the stream's pending error.
 using Task = std::function<int()>;
 
@@ -35,6 +37,9 @@ class Stream {
 
   // NRT_ERROR_INVALID_HANDLE once Shutdown() has begun; the task is then dropped.
   nrtError_t Enqueue(Task task);
+  // Completes `record` once every task enqueued so far has completed, after the stream counts them,
+  // so that a stream whose last event is done also reports itself idle.
+  nrtError_t EnqueueMarker(std::shared_ptr<EventRecord> record);
   // Waits until every task enqueued before the call has run; refuses on its own worker, which
   // would wait for itself.
   nrtError_t Synchronize();
@@ -57,6 +62,7 @@ class Stream {
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
   std::deque<Task> queue_;
+  std::deque<std::pair<uint64_t, std::shared_ptr<EventRecord>>> markers_;  // (task count, record)
   uint64_t enqueued_ = 0;
   uint64_t completed_ = 0;
   bool stopping_ = false;

@@ -1,0 +1,51 @@
+// AddKernelNpu.cpp - add and sub (out = self +/- alpha * other) on the aclnnAdd / aclnnSub device ops.
+#include <ATen/ops/result_type.h>
+
+#include "csrc/aten/DeviceOpSupport.h"
+#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/framework/OpCommand.h"
+
+namespace at_npu::native {
+namespace {
+
+// PyTorch rejects a floating alpha for integral inputs and bool subtraction; the generic executor
+// raises those errors exactly as the CPU does.
+bool needsGeneric(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                  const at::Tensor& out, bool is_sub) {
+  if (!deviceOpsSupport({self, other, out}) || alpha.isComplex()) return true;
+  const at::ScalarType common = at::result_type(self, other);
+  if (at::isIntegralType(common, /*includeBool=*/true) && alpha.isFloatingPoint()) return true;
+  return is_sub && common == at::kBool;
+}
+
+}  // namespace
+
+at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                    at::Tensor& out) {
+  if (needsGeneric(self, other, alpha, out, false)) {
+    runGeneric("aten::add", "out", self, other, alpha, out);
+    return out;
+  }
+  c10::DeviceGuard guard(out.device());
+  const at::ScalarType common = prepareBinaryOut("aten::add.out", self, other, out);
+  const at::Tensor a = deviceOperand(self, out.device(), "aten::add.out");
+  const at::Tensor b = deviceOperand(other, out.device(), "aten::add.out");
+  computeInCommonDtype(out, common, [&](at::Tensor& dst) { EXEC_NPU_CMD(aclnnAdd, a, b, alpha, dst); });
+  return out;
+}
+
+at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+                    at::Tensor& out) {
+  if (needsGeneric(self, other, alpha, out, true)) {
+    runGeneric("aten::sub", "out", self, other, alpha, out);
+    return out;
+  }
+  c10::DeviceGuard guard(out.device());
+  const at::ScalarType common = prepareBinaryOut("aten::sub.out", self, other, out);
+  const at::Tensor a = deviceOperand(self, out.device(), "aten::sub.out");
+  const at::Tensor b = deviceOperand(other, out.device(), "aten::sub.out");
+  computeInCommonDtype(out, common, [&](at::Tensor& dst) { EXEC_NPU_CMD(aclnnSub, a, b, alpha, dst); });
+  return out;
+}
+
+}  // namespace at_npu::native

@@ -1,0 +1,52 @@
+// DeviceOpSupport.h - shared checks for adapters that call named device ops: which dtypes the device
+// ops take, CPU scalars as device operands, out= validation, and handing unsupported cases to the
+// generic executor (so an adapter never narrows what the op accepts).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+
+#include <initializer_list>
+
+#include "csrc/framework/GenericExecutor.h"
+
+namespace at_npu::native {
+
+// True when every defined tensor has a dtype the elementwise device ops compute on.
+bool deviceOpsSupport(std::initializer_list<at::Tensor> tensors);
+
+// `t` as an operand on `device`: npu tensors as they are; a CPU scalar becomes a 0-d npu tensor.
+// Any other CPU tensor is an error, as on CUDA.
+at::Tensor deviceOperand(const at::Tensor& t, const at::Device& device, const char* op);
+
+// out= checks of a binary elementwise op (dtype castable, no partial overlap) and resize of out to
+// the broadcast shape; returns the common (computation) dtype.
+at::ScalarType prepareBinaryOut(const char* op, const at::Tensor& self, const at::Tensor& other,
+                                const at::Tensor& out);
+void prepareUnaryOut(const char* op, const at::Tensor& self, const at::Tensor& out);
+
+// PyTorch computes in the common dtype and casts to out's: when they differ (float32 inputs into a
+// float64 out), compute into a temporary of the common dtype, then cast into out.
+template <typename Launch>
+void computeInCommonDtype(at::Tensor& out, at::ScalarType common, Launch launch) {
+  if (out.scalar_type() == common) {
+    launch(out);
+    return;
+  }
+  at::Tensor tmp = at::empty(out.sizes(), out.options().dtype(common));
+  launch(tmp);
+  out.copy_(tmp);
+}
+
+// Runs aten::<name>.<overload> as if it had no npu kernel (generic executor, or the CPU fallback
+// in strict mode) with these arguments.
+template <typename... Args>
+void runGeneric(const char* name, const char* overload, const Args&... args) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  torch::jit::Stack stack;
+  torch::jit::push(stack, args...);
+  npuBoxedFallback(op, &stack);
+}
+
+}  // namespace at_npu::native

@@ -1,0 +1,58 @@
+// OpCommand.cpp - registry lookup, workspace, launch and error reporting for named device ops.
+#include "csrc/framework/OpCommand.h"
+
+#include <ATen/ops/empty.h>
+
+#include <string>
+
+#include "csrc/core/NPUStream.h"
+#include "csrc/framework/DeviceTask.h"
+#include "csrc/framework/ExecutionPolicy.h"
+#include "csrc/framework/OpStats.h"
+
+namespace at_npu::native {
+
+const aclnnOpEntry& findDeviceOp(const char* name) {
+  const aclnnOpEntry* op = aclnnFindOp(name);
+  TORCH_CHECK(op != nullptr, "device op ", name, " is not registered: no built-in or custom op ",
+              "package provides it (custom packages are loaded from ASCEND_CUSTOM_OPP_PATH)");
+  return *op;
+}
+
+void throwDeviceOpError(const char* name, const char* phase, aclnnStatus status) {
+  const char* msg = aclnnGetRecentErrMsg();
+  TORCH_CHECK(false, name, phase, " failed with status ", status, ": ",
+              (msg && *msg) ? msg : "(no details)");
+}
+
+void tagDeviceOpLaunch() {
+  const std::string site = currentLaunchSite();
+  aclnnSetLaunchTag(site.empty() ? nullptr : ("(launched from " + site + ")").c_str());
+}
+
+void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecutor* executor) {
+  c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream();
+  at::Tensor workspace;
+  if (workspace_size > 0) {
+    // Freed right after the launch: its block returns to this stream's pool and is reused only by
+    // work queued after the op.
+    workspace = at::empty({static_cast<int64_t>(workspace_size)},
+                          at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1,
+                                                                       stream.device_index()));
+  }
+  using Launch = aclnnStatus (*)(void*, uint64_t, aclOpExecutor*, nrtStream_t);
+  const aclnnStatus status = reinterpret_cast<Launch>(op.launch)(
+      workspace_size > 0 ? workspace.data_ptr() : nullptr, workspace_size, executor, stream.handle());
+  if (status != ACLNN_SUCCESS) throwDeviceOpError(op.name, "", status);
+  static thread_local const char* last_name = nullptr;
+  static thread_local OpCounters* last_counters = nullptr;
+  if (last_name != op.name) {
+    last_counters = &opCounters(std::string(op.name));
+    last_name = op.name;
+  }
+  countOp(*last_counters, OpPath::kDeviceOp);
+  const ExecutionPolicy& policy = executionPolicy();
+  if (!policy.task_queue || policy.launch_blocking) stream.synchronize();
+}
+
+}  // namespace at_npu::native

@@ -1,0 +1,55 @@
+// OpParamMaker.cpp - descriptor construction from tensors, scalars and int arrays.
+#include "csrc/framework/OpParamMaker.h"
+
+namespace at_npu::native {
+
+aclDataType toAclDataType(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ACL_FLOAT;
+    case at::kHalf: return ACL_FLOAT16;
+    case at::kBFloat16: return ACL_BF16;
+    case at::kDouble: return ACL_DOUBLE;
+    case at::kChar: return ACL_INT8;
+    case at::kByte: return ACL_UINT8;
+    case at::kShort: return ACL_INT16;
+    case at::kInt: return ACL_INT32;
+    case at::kLong: return ACL_INT64;
+    case at::kBool: return ACL_BOOL;
+    default: TORCH_CHECK(false, "npu device ops do not support dtype ", type);
+  }
+}
+
+aclTensor* ConvertType(const at::Tensor& tensor) {
+  if (!tensor.defined()) return nullptr;
+  TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1,
+              "a device op input must be an npu tensor, got one on ", tensor.device());
+  const int64_t storage_elems =
+      static_cast<int64_t>(tensor.storage().nbytes() / tensor.dtype().itemsize());
+  return aclCreateTensor(tensor.sizes().data(), tensor.dim(), toAclDataType(tensor.scalar_type()),
+                         tensor.strides().data(), tensor.storage_offset(), ACL_FORMAT_ND,
+                         &storage_elems, 1, tensor.storage().mutable_data());
+}
+
+aclTensor* ConvertType(const std::optional<at::Tensor>& tensor) {
+  return tensor.has_value() ? ConvertType(*tensor) : nullptr;
+}
+
+aclScalar* ConvertType(const at::Scalar& scalar) {
+  if (scalar.isBoolean()) {
+    bool v = scalar.toBool();
+    return aclCreateScalar(&v, ACL_BOOL);
+  }
+  if (scalar.isIntegral(/*includeBool=*/false)) {
+    int64_t v = scalar.toLong();
+    return aclCreateScalar(&v, ACL_INT64);
+  }
+  TORCH_CHECK(!scalar.isComplex(), "npu device ops do not support complex scalars");
+  double v = scalar.toDouble();
+  return aclCreateScalar(&v, ACL_DOUBLE);
+}
+
+aclIntArray* ConvertType(at::IntArrayRef values) {
+  return aclCreateIntArray(values.data(), values.size());
+}
+
+}  // namespace at_npu::native

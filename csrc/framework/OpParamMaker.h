@@ -1,0 +1,32 @@
+// OpParamMaker.h - PyTorch values -> opslib descriptors for EXEC_NPU_CMD (tensors, scalars, int
+// arrays; plain numbers pass through), and their release after the launch.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+#include <npu/opslib.h>
+
+#include <optional>
+
+namespace at_npu::native {
+
+aclDataType toAclDataType(at::ScalarType type);  // throws for types opslib does not know
+
+aclTensor* ConvertType(const at::Tensor& tensor);  // undefined -> nullptr
+aclTensor* ConvertType(const std::optional<at::Tensor>& tensor);
+aclScalar* ConvertType(const at::Scalar& scalar);
+aclIntArray* ConvertType(at::IntArrayRef values);
+template <typename T>
+  requires std::is_arithmetic_v<T>
+T ConvertType(T value) {
+  return value;
+}
+
+inline void Release(aclTensor* p) { if (p) aclDestroyTensor(p); }
+inline void Release(aclScalar* p) { if (p) aclDestroyScalar(p); }
+inline void Release(aclIntArray* p) { if (p) aclDestroyIntArray(p); }
+template <typename T>
+  requires std::is_arithmetic_v<T>
+void Release(T) {}
+
+}  // namespace at_npu::native

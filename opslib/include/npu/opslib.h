@@ -1,0 +1,176 @@
+// npu/opslib.h - the software NPU's op library: tensor / scalar / int-array descriptors, named device
+// ops in the two-phase style (XxxGetWorkspaceSize, then Xxx on a stream), and the op registry with
+// built-in and custom packages. C API, no PyTorch dependency.
+#ifndef NPU_OPSLIB_H_
+#define NPU_OPSLIB_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "npu/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define NOP_API __attribute__((visibility("default")))
+#else
+#define NOP_API
+#endif
+
+typedef int32_t aclnnStatus;
+#define ACLNN_SUCCESS 0
+#define ACLNN_ERR_PARAM_NULLPTR 161001     // a required descriptor or out-pointer is NULL
+#define ACLNN_ERR_PARAM_INVALID 161002     // shapes / dtypes / values the op does not accept
+#define ACLNN_ERR_RUNTIME_ERROR 361001     // the runtime refused the launch
+#define ACLNN_ERR_INNER_NOT_FOUND 561003   // no op of that name is registered
+#define ACLNN_ERR_INNER 561000             // opslib itself failed (e.g. out of host memory)
+
+// Element types (values as in ACL).
+typedef enum {
+  ACL_DT_UNDEFINED = -1,
+  ACL_FLOAT = 0,
+  ACL_FLOAT16 = 1,
+  ACL_INT8 = 2,
+  ACL_INT32 = 3,
+  ACL_UINT8 = 4,
+  ACL_INT16 = 6,
+  ACL_INT64 = 9,
+  ACL_DOUBLE = 11,
+  ACL_BOOL = 12,
+  ACL_BF16 = 27,
+} aclDataType;
+
+// Storage formats. Only the plain ones are computed on today; the others are accepted in
+// descriptors so that adapters can describe private layouts.
+typedef enum {
+  ACL_FORMAT_UNDEFINED = -1,
+  ACL_FORMAT_NCHW = 0,
+  ACL_FORMAT_NHWC = 1,
+  ACL_FORMAT_ND = 2,
+  ACL_FORMAT_NC1HWC0 = 3,
+  ACL_FORMAT_FRACTAL_Z = 4,
+  ACL_FORMAT_FRACTAL_NZ = 29,
+} aclFormat;
+
+typedef struct aclTensor aclTensor;
+typedef struct aclScalar aclScalar;
+typedef struct aclIntArray aclIntArray;
+typedef struct aclOpExecutor aclOpExecutor;
+
+// Descriptors. A tensor is a strided view (sizes, strides and offset in elements) of device memory at
+// `tensorData` (the storage base); descriptors are copied, so the caller may free its arrays.
+NOP_API aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDataType dataType,
+                                   const int64_t* stride, int64_t offset, aclFormat format,
+                                   const int64_t* storageDims, uint64_t storageDimsNum,
+                                   void* tensorData);
+NOP_API aclnnStatus aclDestroyTensor(const aclTensor* tensor);
+NOP_API aclScalar* aclCreateScalar(void* value, aclDataType dataType);  // value: one element of dataType
+NOP_API aclnnStatus aclDestroyScalar(const aclScalar* scalar);
+NOP_API aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size);
+NOP_API aclnnStatus aclDestroyIntArray(const aclIntArray* array);
+
+// Descriptor accessors with ACL's names and semantics, so that custom op packages can read their
+// arguments. The arrays returned through viewDims / stridesValue / storageDims are allocated with
+// new[] and belong to the caller (delete[] them). NULL arguments -> ACLNN_ERR_PARAM_NULLPTR.
+NOP_API aclnnStatus aclGetViewShape(const aclTensor* tensor, int64_t** viewDims, uint64_t* viewDimsNum);
+NOP_API aclnnStatus aclGetViewStrides(const aclTensor* tensor, int64_t** stridesValue,
+                                      uint64_t* stridesNum);
+NOP_API aclnnStatus aclGetViewOffset(const aclTensor* tensor, int64_t* offset);
+NOP_API aclnnStatus aclGetStorageShape(const aclTensor* tensor, int64_t** storageDims,
+                                       uint64_t* storageDimsNum);
+NOP_API aclnnStatus aclGetDataType(const aclTensor* tensor, aclDataType* dataType);
+NOP_API aclnnStatus aclGetFormat(const aclTensor* tensor, aclFormat* format);
+NOP_API aclnnStatus aclGetRawTensorAddr(const aclTensor* tensor, void** addr);  // tensorData
+
+// Errors: the message of the last failing call on this thread ("" if none), naming the op and values.
+NOP_API const char* aclnnGetRecentErrMsg(void);
+
+// Launch context: text appended to the error of any op launched afterwards from this thread
+// (adapters pass the Python line here, "launched from train.py:42"). NULL or "" clears it.
+NOP_API void aclnnSetLaunchTag(const char* tag);
+
+// The registry. Built-in ops register themselves; custom packages are shared libraries found in the
+// directories listed in ASCEND_CUSTOM_OPP_PATH (':'-separated), each exporting
+//   void npu_opslib_register_package(aclnnRegisterOpFn register_op);
+// A custom op with the name of a built-in one wins. A package that fails to load is skipped with a
+// logged warning. Lookup is by launch name ("aclnnAdd"); the entry's function pointers have the op's
+// own signatures (XxxGetWorkspaceSize(args..., uint64_t*, aclOpExecutor**) and
+// Xxx(void*, uint64_t, aclOpExecutor*, nrtStream_t)).
+typedef struct {
+  const char* name;
+  void* get_workspace_size;
+  void* launch;
+  int is_custom;
+} aclnnOpEntry;
+typedef void (*aclnnRegisterOpFn)(const char* name, void* get_workspace_size, void* launch);
+NOP_API const aclnnOpEntry* aclnnFindOp(const char* name);  // NULL if unknown
+NOP_API int aclnnOpCount(void);
+NOP_API const aclnnOpEntry* aclnnOpAt(int index);  // for listing the registry
+
+// Shared launch: every op's Xxx(workspace, size, executor, stream) is this; it queues the work
+// prepared by XxxGetWorkspaceSize on the stream and takes ownership of the executor.
+NOP_API aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize,
+                                        aclOpExecutor* executor, nrtStream_t stream);
+
+// For custom op packages: an executor running `kernel(userData, workspace, workspaceSize)` on the
+// stream's worker when launched with aclnnLaunchExecutor, so that a package's Xxx is just
+// aclnnLaunchExecutor and its failures read like a built-in op's ("<opName> failed: ...", launch
+// tag). The kernel fails by returning non-zero or throwing a C++ exception. destroyUserData (may be
+// NULL) is called once when the executor goes away (after it ran, or unlaunched). NULL opName or
+// kernel -> NULL.
+typedef int (*aclnnKernelFn)(void* userData, void* workspace, uint64_t workspaceSize);
+NOP_API aclOpExecutor* aclnnCreateExecutor(const char* opName, aclnnKernelFn kernel, void* userData,
+                                           void (*destroyUserData)(void* userData));
+// Frees an executor that will not be launched (e.g. its workspace could not be allocated).
+NOP_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor);
+
+// ---- Built-in ops (elementwise). Inputs broadcast to `out`'s shape (NumPy rules); inputs of any
+// supported dtype are converted to the compute type of `out` (float for FLOAT16/BF16 outputs);
+// supported dtypes: FLOAT, FLOAT16, BF16, DOUBLE, INT8, UINT8, INT16, INT32, INT64, BOOL.
+// out = self + alpha * other
+NOP_API aclnnStatus aclnnAddGetWorkspaceSize(const aclTensor* self, const aclTensor* other,
+                                             const aclScalar* alpha, aclTensor* out,
+                                             uint64_t* workspaceSize, aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnAdd(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                             nrtStream_t stream);
+// out = self - alpha * other
+NOP_API aclnnStatus aclnnSubGetWorkspaceSize(const aclTensor* self, const aclTensor* other,
+                                             const aclScalar* alpha, aclTensor* out,
+                                             uint64_t* workspaceSize, aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnSub(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                             nrtStream_t stream);
+NOP_API aclnnStatus aclnnMulGetWorkspaceSize(const aclTensor* self, const aclTensor* other,
+                                             aclTensor* out, uint64_t* workspaceSize,
+                                             aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnMul(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                             nrtStream_t stream);
+// True division; `out` must be floating point.
+NOP_API aclnnStatus aclnnDivGetWorkspaceSize(const aclTensor* self, const aclTensor* other,
+                                             aclTensor* out, uint64_t* workspaceSize,
+                                             aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnDiv(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                             nrtStream_t stream);
+// Unary: out = f(self), self broadcast to out.
+#define NOP_DECLARE_UNARY(Name)                                                                   \
+  NOP_API aclnnStatus aclnn##Name##GetWorkspaceSize(const aclTensor* self, aclTensor* out,       \
+                                                    uint64_t* workspaceSize,                     \
+                                                    aclOpExecutor** executor);                   \
+  NOP_API aclnnStatus aclnn##Name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, \
+                                  nrtStream_t stream);
+NOP_DECLARE_UNARY(Relu)     // max(x, 0)
+NOP_DECLARE_UNARY(Neg)
+NOP_DECLARE_UNARY(Abs)
+NOP_DECLARE_UNARY(Exp)      // floating out
+NOP_DECLARE_UNARY(Sqrt)     // floating out
+NOP_DECLARE_UNARY(Sigmoid)  // floating out
+NOP_DECLARE_UNARY(Tanh)     // floating out
+NOP_DECLARE_UNARY(Cast)     // dtype conversion: out = (out dtype) self
+#undef NOP_DECLARE_UNARY
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // NPU_OPSLIB_H_

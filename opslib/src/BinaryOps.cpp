@@ -1,0 +1,265 @@
+// BinaryOps.cpp - Add, Sub, Mul, Div: validation in XxxGetWorkspaceSize, elementwise kernels, and
+// their registration.
+#include <cmath>
+#include <stdexcept>
+
+#include "DataTypes.h"
+#include "ElementwiseIterator.h"
+#include "Error.h"
+#include "OpChecks.h"
+#include "OpRegistry.h"
+
+namespace npu::opslib {
+namespace {
+
+enum class BinaryKind { kAdd, kSub, kMul, kDiv };
+
+// Integer arithmetic wraps like PyTorch's; going through uint64 keeps it defined in C++.
+template <typename C>
+C Plus(C a, C b) {
+  if constexpr (std::is_same_v<C, int64_t>) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename C>
+C Minus(C a, C b) {
+  if constexpr (std::is_same_v<C, int64_t>) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+  } else {
+    return a - b;
+  }
+}
+template <typename C>
+C Times(C a, C b) {
+  if constexpr (std::is_same_v<C, int64_t>) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  } else {
+    return a * b;
+  }
+}
+
+// alpha == 1 gets its own functors: the common case, one multiply less per element.
+template <typename C>
+struct AddFn {
+  C operator()(C a, C b) const { return Plus(a, b); }
+};
+template <typename C>
+struct AddScaledFn {
+  C alpha;
+  C operator()(C a, C b) const { return Plus(a, Times(alpha, b)); }
+};
+template <typename C>
+struct SubFn {
+  C operator()(C a, C b) const { return Minus(a, b); }
+};
+template <typename C>
+struct SubScaledFn {
+  C alpha;
+  C operator()(C a, C b) const { return Minus(a, Times(alpha, b)); }
+};
+template <typename C>
+struct MulFn {
+  C operator()(C a, C b) const { return Times(a, b); }
+};
+template <typename C>
+struct DivFn {
+  C operator()(C a, C b) const { return a / b; }
+};
+// Bool results: add is a logical or (of self and alpha * other), mul a logical and.
+struct LogicalAddFn {
+  bool alpha;
+  bool operator()(bool a, bool b) const { return a || (alpha && b); }
+};
+struct LogicalMulFn {
+  bool operator()(bool a, bool b) const { return a && b; }
+};
+
+template <typename C>
+C AlphaAs(const aclScalar* alpha) {
+  if (alpha == nullptr) return C(1);
+  if constexpr (std::is_same_v<C, int64_t>) {
+    return alpha->ToInt64();
+  } else {
+    return static_cast<C>(alpha->ToDouble());
+  }
+}
+
+template <typename C>
+aclOpExecutor* BinaryExecutor(const char* op, int32_t device, BinaryKind kind,
+                              const aclScalar* alpha, ElementwisePlan plan) {
+  if constexpr (std::is_same_v<C, bool>) {
+    if (kind == BinaryKind::kAdd) {
+      return NewElementwiseExecutor<bool, 2>(op, device, std::move(plan),
+                                             LogicalAddFn{alpha == nullptr || alpha->ToBool()});
+    }
+    if (kind == BinaryKind::kMul) {
+      return NewElementwiseExecutor<bool, 2>(op, device, std::move(plan), LogicalMulFn{});
+    }
+  } else {
+    const C scale = AlphaAs<C>(alpha);
+    switch (kind) {
+      case BinaryKind::kAdd:
+        if (scale == C(1)) return NewElementwiseExecutor<C, 2>(op, device, std::move(plan), AddFn<C>{});
+        return NewElementwiseExecutor<C, 2>(op, device, std::move(plan), AddScaledFn<C>{scale});
+      case BinaryKind::kSub:
+        if (scale == C(1)) return NewElementwiseExecutor<C, 2>(op, device, std::move(plan), SubFn<C>{});
+        return NewElementwiseExecutor<C, 2>(op, device, std::move(plan), SubScaledFn<C>{scale});
+      case BinaryKind::kMul:
+        return NewElementwiseExecutor<C, 2>(op, device, std::move(plan), MulFn<C>{});
+      case BinaryKind::kDiv:
+        if constexpr (std::is_floating_point_v<C>) {
+          return NewElementwiseExecutor<C, 2>(op, device, std::move(plan), DivFn<C>{});
+        }
+        break;
+    }
+  }
+  // Unreachable: the dtype checks reject these combinations before a plan is made.
+  throw std::logic_error("binary op and out dtype were not validated");
+}
+
+// Picks the compute type from out's dtype.
+aclOpExecutor* MakeBinaryExecutor(const char* op, int32_t device, BinaryKind kind,
+                                  aclDataType out_type, const aclScalar* alpha,
+                                  ElementwisePlan plan) {
+  switch (ComputeKindOf(out_type)) {
+    case ComputeKind::kFloat: return BinaryExecutor<float>(op, device, kind, alpha, std::move(plan));
+    case ComputeKind::kDouble: return BinaryExecutor<double>(op, device, kind, alpha, std::move(plan));
+    case ComputeKind::kInt64: return BinaryExecutor<int64_t>(op, device, kind, alpha, std::move(plan));
+    case ComputeKind::kBool: return BinaryExecutor<bool>(op, device, kind, alpha, std::move(plan));
+  }
+  throw std::logic_error("unknown compute kind");
+}
+
+// PyTorch's rules for which dtypes an op accepts and which out dtype can hold its result.
+aclnnStatus CheckBinaryTypes(const char* op, BinaryKind kind, const aclTensor& self,
+                             const aclTensor& other, const aclScalar* alpha, const aclTensor& out) {
+  if (kind == BinaryKind::kDiv && !IsFloatingType(out.dtype)) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": out dtype ", DataTypeName(out.dtype),
+                    " is not supported: true division needs a floating out (FLOAT, FLOAT16, BF16, "
+                    "DOUBLE)");
+  }
+  if (kind == BinaryKind::kSub && (self.dtype == ACL_BOOL || other.dtype == ACL_BOOL ||
+                                   out.dtype == ACL_BOOL)) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": subtraction with BOOL is not supported (self ",
+                    DataTypeName(self.dtype), ", other ", DataTypeName(other.dtype), ", out ",
+                    DataTypeName(out.dtype), "); use a logical op instead");
+  }
+  const TypeCategory result = std::max(CategoryOf(self.dtype), CategoryOf(other.dtype));
+  if (kind != BinaryKind::kDiv && result > CategoryOf(out.dtype)) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": the result of self ", DataTypeName(self.dtype),
+                    " and other ", DataTypeName(other.dtype), " cannot be stored in out dtype ",
+                    DataTypeName(out.dtype));
+  }
+  if (alpha != nullptr) {
+    if (!IsSupportedType(alpha->dtype)) {
+      return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": alpha dtype ", DataTypeName(alpha->dtype),
+                      " is not supported");
+    }
+    if (!IsFloatingType(out.dtype) && alpha->is_floating()) {
+      const double value = alpha->ToDouble();
+      if (!std::isfinite(value) || std::trunc(value) != value || std::fabs(value) >= 0x1p63) {
+        return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": alpha ", value,
+                        " is not an integer but out dtype ", DataTypeName(out.dtype),
+                        " is not floating point");
+      }
+    }
+  }
+  return ACLNN_SUCCESS;
+}
+
+aclnnStatus BinaryGetWorkspaceSize(const char* op, BinaryKind kind, const aclTensor* self,
+                                   const aclTensor* other, const aclScalar* alpha,
+                                   const aclTensor* out, uint64_t* workspace_size,
+                                   aclOpExecutor** executor) {
+  const NamedTensor named_self{"self", self};
+  const NamedTensor named_other{"other", other};
+  const NamedTensor named_out{"out", out};
+  if (aclnnStatus s = CheckNotNull(op, {named_self, named_other, named_out}, workspace_size, executor)) {
+    return s;
+  }
+  for (const NamedTensor& t : {named_self, named_other, named_out}) {
+    if (aclnnStatus s = CheckTensorType(op, t)) return s;
+  }
+  if (aclnnStatus s = CheckBinaryTypes(op, kind, *self, *other, alpha, *out)) return s;
+  if (aclnnStatus s = CheckBroadcast(op, named_self, *out)) return s;
+  if (aclnnStatus s = CheckBroadcast(op, named_other, *out)) return s;
+  int32_t device = -1;
+  if (aclnnStatus s = CheckMemory(op, {named_out, named_self, named_other}, &device)) return s;
+
+  const aclTensor* inputs[] = {self, other};
+  *executor = MakeBinaryExecutor(op, device, kind, out->dtype, alpha, MakeElementwisePlan(*out, inputs));
+  *workspace_size = 0;
+  return ACLNN_SUCCESS;
+}
+
+}  // namespace
+}  // namespace npu::opslib
+
+using npu::opslib::BinaryGetWorkspaceSize;
+using npu::opslib::BinaryKind;
+using npu::opslib::GuardApi;
+
+extern "C" {
+
+aclnnStatus aclnnAddGetWorkspaceSize(const aclTensor* self, const aclTensor* other,
+                                     const aclScalar* alpha, aclTensor* out,
+                                     uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return GuardApi("aclnnAddGetWorkspaceSize", [&] {
+    return BinaryGetWorkspaceSize("aclnnAdd", BinaryKind::kAdd, self, other, alpha, out,
+                                  workspaceSize, executor);
+  });
+}
+
+aclnnStatus aclnnSubGetWorkspaceSize(const aclTensor* self, const aclTensor* other,
+                                     const aclScalar* alpha, aclTensor* out,
+                                     uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return GuardApi("aclnnSubGetWorkspaceSize", [&] {
+    return BinaryGetWorkspaceSize("aclnnSub", BinaryKind::kSub, self, other, alpha, out,
+                                  workspaceSize, executor);
+  });
+}
+
+aclnnStatus aclnnMulGetWorkspaceSize(const aclTensor* self, const aclTensor* other, aclTensor* out,
+                                     uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return GuardApi("aclnnMulGetWorkspaceSize", [&] {
+    return BinaryGetWorkspaceSize("aclnnMul", BinaryKind::kMul, self, other, nullptr, out,
+                                  workspaceSize, executor);
+  });
+}
+
+aclnnStatus aclnnDivGetWorkspaceSize(const aclTensor* self, const aclTensor* other, aclTensor* out,
+                                     uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return GuardApi("aclnnDivGetWorkspaceSize", [&] {
+    return BinaryGetWorkspaceSize("aclnnDiv", BinaryKind::kDiv, self, other, nullptr, out,
+                                  workspaceSize, executor);
+  });
+}
+
+aclnnStatus aclnnAdd(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                     nrtStream_t stream) {
+  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
+}
+
+aclnnStatus aclnnSub(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                     nrtStream_t stream) {
+  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
+}
+
+aclnnStatus aclnnMul(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                     nrtStream_t stream) {
+  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
+}
+
+aclnnStatus aclnnDiv(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                     nrtStream_t stream) {
+  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
+}
+
+}  // extern "C"
+
+NPU_OPSLIB_REGISTER_OP(Add);
+NPU_OPSLIB_REGISTER_OP(Sub);
+NPU_OPSLIB_REGISTER_OP(Mul);
+NPU_OPSLIB_REGISTER_OP(Div);

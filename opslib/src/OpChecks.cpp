@@ -1,0 +1,147 @@
+// OpChecks.cpp - null, dtype / format, broadcast and memory checks for the elementwise ops.
+#include "OpChecks.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "DataTypes.h"
+#include "Error.h"
+
+namespace npu::opslib {
+namespace {
+
+// Lowest and highest element index a non-empty view touches, relative to the storage base; false
+// if that overflows int64 (a nonsensical descriptor).
+bool ViewExtent(const aclTensor& tensor, int64_t* lowest, int64_t* highest) {
+  int64_t low = tensor.offset;
+  int64_t high = tensor.offset;
+  const auto sizes = tensor.sizes();
+  const auto strides = tensor.strides();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &reach)) return false;
+    if (__builtin_add_overflow(reach >= 0 ? high : low, reach, reach >= 0 ? &high : &low)) {
+      return false;
+    }
+  }
+  *lowest = low;
+  *highest = high;
+  return true;
+}
+
+std::string ViewString(const aclTensor& tensor) {
+  return StrCat("shape ", ShapeString(tensor.sizes()), ", strides ", ShapeString(tensor.strides()),
+                ", offset ", tensor.offset);
+}
+
+}  // namespace
+
+aclnnStatus CheckNotNull(const char* op, std::initializer_list<NamedTensor> tensors,
+                         const uint64_t* workspace_size, aclOpExecutor* const* executor) {
+  for (const NamedTensor& t : tensors) {
+    if (t.tensor == nullptr) return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR, op, ": ", t.name, " is NULL");
+  }
+  if (workspace_size == nullptr) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR, op, ": workspaceSize is NULL");
+  }
+  if (executor == nullptr) return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR, op, ": executor is NULL");
+  return ACLNN_SUCCESS;
+}
+
+aclnnStatus CheckTensorType(const char* op, const NamedTensor& t) {
+  if (!IsSupportedType(t.tensor->dtype)) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " dtype ",
+                    DataTypeName(t.tensor->dtype),
+                    " is not supported (FLOAT, FLOAT16, BF16, DOUBLE, INT8, UINT8, INT16, INT32, "
+                    "INT64, BOOL)");
+  }
+  if (!IsPlainFormat(t.tensor->format)) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " format ",
+                    FormatName(t.tensor->format),
+                    " is not supported: elementwise ops compute on plain formats (ND, NCHW, NHWC); "
+                    "cast it to ND first");
+  }
+  return ACLNN_SUCCESS;
+}
+
+aclnnStatus CheckBroadcast(const char* op, const NamedTensor& input, const aclTensor& out) {
+  const auto in_sizes = input.tensor->sizes();
+  const auto out_sizes = out.sizes();
+  bool ok = in_sizes.size() <= out_sizes.size();
+  const size_t lead = ok ? out_sizes.size() - in_sizes.size() : 0;
+  for (size_t d = 0; ok && d < in_sizes.size(); ++d) {
+    ok = in_sizes[d] == out_sizes[lead + d] || in_sizes[d] == 1;
+  }
+  if (!ok) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", input.name, " shape ", ShapeString(in_sizes),
+                    " cannot broadcast to out shape ", ShapeString(out_sizes));
+  }
+  return ACLNN_SUCCESS;
+}
+
+aclnnStatus CheckMemory(const char* op, std::initializer_list<NamedTensor> tensors, int32_t* device) {
+  *device = -1;
+  const char* device_owner = nullptr;
+  // Byte ranges already found in device memory: in-place ops name the same memory twice.
+  std::array<std::pair<const void*, const void*>, 4> checked{};
+  size_t checked_count = 0;
+  for (const NamedTensor& t : tensors) {
+    const aclTensor& tensor = *t.tensor;
+    if (tensor.numel() == 0) continue;  // touches no memory
+    if (tensor.data == nullptr) {
+      return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR, op, ": ", t.name, " has ", tensor.numel(),
+                      " elements but its data is NULL");
+    }
+    int64_t lowest = 0;
+    int64_t highest = 0;
+    if (!ViewExtent(tensor, &lowest, &highest) || lowest < 0) {
+      return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " view (", ViewString(tensor),
+                      ") reaches before the start of its storage");
+    }
+    if (!tensor.storage_dims().empty() && IsPlainFormat(tensor.format)) {
+      int64_t storage_elements = 1;
+      for (int64_t dim : tensor.storage_dims()) {
+        if (dim < 0 || __builtin_mul_overflow(storage_elements, dim, &storage_elements)) {
+          storage_elements = -1;  // nonsense: reported below like any view beyond its storage
+          break;
+        }
+      }
+      if (highest >= storage_elements) {
+        return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " view (", ViewString(tensor),
+                        ") reaches element ", highest, " but its storage ",
+                        ShapeString(tensor.storage_dims()), " holds ", storage_elements,
+                        " elements");
+      }
+    }
+    // Both ends of the touched range must be device memory of the same device.
+    const int64_t itemsize = ElementSize(tensor.dtype);
+    const char* base = static_cast<const char*>(tensor.data);
+    const void* first = base + lowest * itemsize;
+    const void* last = base + highest * itemsize + itemsize - 1;
+    const auto range = std::make_pair(first, last);
+    if (std::find(checked.begin(), checked.begin() + checked_count, range) !=
+        checked.begin() + checked_count) {
+      continue;
+    }
+    if (checked_count < checked.size()) checked[checked_count++] = range;
+    int32_t first_device = -1;
+    int32_t last_device = -1;
+    if (nrtPointerGetDevice(first, &first_device) != NRT_SUCCESS ||
+        nrtPointerGetDevice(last, &last_device) != NRT_SUCCESS || first_device != last_device) {
+      return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " (", ViewString(tensor),
+                      ", data ", tensor.data,
+                      ") is not inside one device allocation; device ops take memory from nrtMalloc");
+    }
+    if (*device == -1) {
+      *device = first_device;
+      device_owner = t.name;
+    } else if (first_device != *device) {
+      return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " is on npu:", first_device,
+                      " but ", device_owner, " is on npu:", *device);
+    }
+  }
+  return ACLNN_SUCCESS;
+}
+
+}  // namespace npu::opslib

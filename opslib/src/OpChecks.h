@@ -1,0 +1,36 @@
+// OpChecks.h - argument checks shared by the elementwise ops. Each returns ACLNN_SUCCESS or records
+// a message naming the op and the offending values and returns the failure status.
+#ifndef NPU_OPSLIB_SRC_OP_CHECKS_H_
+#define NPU_OPSLIB_SRC_OP_CHECKS_H_
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "Descriptors.h"
+#include "npu/opslib.h"
+
+namespace npu::opslib {
+
+struct NamedTensor {
+  const char* name;  // "self", "other", "out"
+  const aclTensor* tensor;
+};
+
+// NULL descriptors and output pointers -> ACLNN_ERR_PARAM_NULLPTR ("aclnnAdd: other is NULL").
+aclnnStatus CheckNotNull(const char* op, std::initializer_list<NamedTensor> tensors,
+                         const uint64_t* workspace_size, aclOpExecutor* const* executor);
+
+// A dtype opslib computes on and a plain format.
+aclnnStatus CheckTensorType(const char* op, const NamedTensor& tensor);
+
+// NumPy broadcasting of `input` to out's shape (input dims align with out's trailing dims).
+aclnnStatus CheckBroadcast(const char* op, const NamedTensor& input, const aclTensor& out);
+
+// The memory of every non-empty view: data present, the view inside its storage (when the storage
+// shape is known), every touched byte range in live device memory, all on one device, which is
+// returned (-1 if every tensor is empty).
+aclnnStatus CheckMemory(const char* op, std::initializer_list<NamedTensor> tensors, int32_t* device);
+
+}  // namespace npu::opslib
+
+#endif  // NPU_OPSLIB_SRC_OP_CHECKS_H_

@@ -1,0 +1,242 @@
+// OpRegistry.cpp - the op registry: built-in ops from static registrars, custom op packages loaded
+// with dlopen from ASCEND_CUSTOM_OPP_PATH (read once, at the first lookup), lookup and listing.
+#include "OpRegistry.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <unordered_map>
+#include <vector>
+
+#include "Error.h"
+
+namespace npu::opslib {
+namespace {
+
+// An entry and the name it points to, heap-allocated so that the C view stays put.
+struct OwnedEntry {
+  std::string name;
+  aclnnOpEntry entry{};
+};
+
+std::unique_ptr<OwnedEntry> MakeEntry(const char* name, void* get_workspace_size, void* launch,
+                                      bool is_custom) {
+  auto owned = std::make_unique<OwnedEntry>();
+  owned->name = name;
+  owned->entry = {owned->name.c_str(), get_workspace_size, launch, is_custom ? 1 : 0};
+  return owned;
+}
+
+using EntryList = std::vector<std::unique_ptr<OwnedEntry>>;
+
+// Filled by static registrars during library load. Leaked like everything the registry hands out:
+// entries must stay valid for callers running at process exit.
+EntryList& Builtins() {
+  static auto* builtins = new EntryList;
+  return *builtins;
+}
+
+struct Registry {
+  EntryList entries;  // one per name, sorted by name
+  std::unordered_map<std::string_view, const aclnnOpEntry*> by_name;
+};
+
+// Set while this thread loads custom packages: a package's registration function that looks ops up
+// (e.g. to wrap a built-in) sees the built-ins instead of waiting for the registry it is part of.
+thread_local bool t_loading_packages = false;
+// Where npu_opslib_register_package's callbacks go, and which package is registering.
+thread_local EntryList* t_package_entries = nullptr;
+thread_local const std::string* t_package_path = nullptr;
+
+void RegisterCustomOp(const char* name, void* get_workspace_size, void* launch) {
+  if (t_package_entries == nullptr) return;  // called outside npu_opslib_register_package
+  if (name == nullptr || name[0] == '\0' || get_workspace_size == nullptr || launch == nullptr) {
+    NOP_LOG_WARNING("custom op package ", *t_package_path, " registered op \"",
+                    name == nullptr ? "(null)" : name,
+                    "\" with a NULL name or function pointer; that op is ignored");
+    return;
+  }
+  t_package_entries->push_back(MakeEntry(name, get_workspace_size, launch, true));
+}
+
+// lib*.so files of one directory, in name order so that the load order is reproducible.
+std::vector<std::filesystem::path> PackageFiles(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code error;
+  for (const auto& item : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = item.path().filename().string();
+    if (name.size() > 6 && name.starts_with("lib") && name.ends_with(".so") &&
+        !item.is_directory(error)) {
+      files.push_back(item.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Loads one package and appends its ops to `custom` (an op already there, from an earlier
+// package, keeps priority). Any failure skips the whole package with a warning.
+void LoadPackage(const std::filesystem::path& path, EntryList* custom) {
+  const std::string where = path.string();
+  void* handle = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* reason = dlerror();
+    NOP_LOG_WARNING("skipped custom op package ", where, ": ", reason ? reason : "dlopen failed");
+    return;
+  }
+  using RegisterPackageFn = void (*)(aclnnRegisterOpFn);
+  auto* register_package =
+      reinterpret_cast<RegisterPackageFn>(dlsym(handle, "npu_opslib_register_package"));
+  if (register_package == nullptr) {
+    NOP_LOG_WARNING("skipped custom op package ", where,
+                    ": it does not export npu_opslib_register_package");
+    dlclose(handle);
+    return;
+  }
+  EntryList entries;
+  t_package_entries = &entries;
+  t_package_path = &where;
+  bool ok = true;
+  try {
+    register_package(&RegisterCustomOp);
+  } catch (const std::exception& e) {
+    NOP_LOG_WARNING("skipped custom op package ", where, ": npu_opslib_register_package threw: ",
+                    e.what());
+    ok = false;
+  } catch (...) {
+    NOP_LOG_WARNING("skipped custom op package ", where, ": npu_opslib_register_package threw");
+    ok = false;
+  }
+  t_package_entries = nullptr;
+  t_package_path = nullptr;
+  if (!ok) return;  // the library stays loaded: its code may have run, unloading is not safe
+  // Never dlclose a loaded package: its functions are used for the rest of the process.
+  for (auto& entry : entries) {
+    const bool taken = std::any_of(custom->begin(), custom->end(),
+                                   [&](const auto& other) { return other->name == entry->name; });
+    if (!taken) custom->push_back(std::move(entry));
+  }
+}
+
+// ASCEND_CUSTOM_OPP_PATH: ':'-separated directories, earlier ones first. Each directory's own
+// lib*.so files are packages, and so are those in its op_api/lib, where Ascend's custom op
+// packages install their API library.
+EntryList LoadCustomPackages() {
+  EntryList custom;
+  const char* env = std::getenv("ASCEND_CUSTOM_OPP_PATH");
+  if (env == nullptr) return custom;
+  const std::string_view paths = env;
+  size_t start = 0;
+  while (start <= paths.size()) {
+    size_t end = paths.find(':', start);
+    if (end == std::string_view::npos) end = paths.size();
+    const std::string dir(paths.substr(start, end - start));
+    start = end + 1;
+    if (dir.empty()) continue;
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error)) {
+      NOP_LOG_WARNING("skipped custom op path ", dir, " (ASCEND_CUSTOM_OPP_PATH): not a directory");
+      continue;
+    }
+    for (const auto& file : PackageFiles(dir)) LoadPackage(file, &custom);
+    const std::filesystem::path api_dir = std::filesystem::path(dir) / "op_api" / "lib";
+    if (std::filesystem::is_directory(api_dir, error)) {
+      for (const auto& file : PackageFiles(api_dir)) LoadPackage(file, &custom);
+    }
+  }
+  return custom;
+}
+
+Registry* BuildRegistry() {
+  t_loading_packages = true;
+  EntryList custom;
+  try {
+    custom = LoadCustomPackages();
+  } catch (const std::exception& e) {
+    NOP_LOG_WARNING("custom op packages not loaded: ", e.what());
+  }
+  t_loading_packages = false;
+
+  auto* registry = new Registry;
+  for (auto& entry : custom) registry->entries.push_back(std::move(entry));
+  for (const auto& builtin : Builtins()) {
+    const bool overridden =
+        std::any_of(registry->entries.begin(), registry->entries.end(),
+                    [&](const auto& entry) { return entry->name == builtin->name; });
+    if (!overridden) {
+      registry->entries.push_back(MakeEntry(builtin->name.c_str(), builtin->entry.get_workspace_size,
+                                            builtin->entry.launch, false));
+    }
+  }
+  std::sort(registry->entries.begin(), registry->entries.end(),
+            [](const auto& a, const auto& b) { return a->name < b->name; });
+  for (const auto& entry : registry->entries) registry->by_name[entry->name] = &entry->entry;
+  return registry;
+}
+
+// Assembled once, on first use, and leaked: entries handed out stay valid until process exit.
+const Registry* GetRegistry() {
+  static const Registry* registry = BuildRegistry();
+  return registry;
+}
+
+const aclnnOpEntry* FindBuiltin(const char* name) {
+  for (const auto& builtin : Builtins()) {
+    if (builtin->name == name) return &builtin->entry;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+OpRegistrar::OpRegistrar(const char* name, void* get_workspace_size, void* launch) {
+  Builtins().push_back(MakeEntry(name, get_workspace_size, launch, false));
+}
+
+}  // namespace npu::opslib
+
+extern "C" {
+
+const aclnnOpEntry* aclnnFindOp(const char* name) {
+  if (name == nullptr) return nullptr;
+  try {
+    if (npu::opslib::t_loading_packages) return npu::opslib::FindBuiltin(name);
+    const auto* registry = npu::opslib::GetRegistry();
+    const auto found = registry->by_name.find(name);
+    return found == registry->by_name.end() ? nullptr : found->second;
+  } catch (...) {
+    return nullptr;  // only out of host memory while building the registry
+  }
+}
+
+int aclnnOpCount(void) {
+  try {
+    if (npu::opslib::t_loading_packages) return static_cast<int>(npu::opslib::Builtins().size());
+    return static_cast<int>(npu::opslib::GetRegistry()->entries.size());
+  } catch (...) {
+    return 0;
+  }
+}
+
+const aclnnOpEntry* aclnnOpAt(int index) {
+  try {
+    if (npu::opslib::t_loading_packages) {
+      const auto& builtins = npu::opslib::Builtins();
+      if (index < 0 || index >= static_cast<int>(builtins.size())) return nullptr;
+      return &builtins[index]->entry;
+    }
+    const auto& entries = npu::opslib::GetRegistry()->entries;
+    if (index < 0 || index >= static_cast<int>(entries.size())) return nullptr;
+    return &entries[index]->entry;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // extern "C"

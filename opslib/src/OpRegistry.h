@@ -1,0 +1,24 @@
+// OpRegistry.h - built-in op registration (one static registrar per op) and the registry behind
+// aclnnFindOp: built-ins plus custom packages from ASCEND_CUSTOM_OPP_PATH, custom ones winning.
+#ifndef NPU_OPSLIB_SRC_OP_REGISTRY_H_
+#define NPU_OPSLIB_SRC_OP_REGISTRY_H_
+
+#include "npu/opslib.h"
+
+namespace npu::opslib {
+
+// Adds a built-in op while the library loads; the registry is assembled on first lookup, after
+// every static registrar has run.
+struct OpRegistrar {
+  OpRegistrar(const char* name, void* get_workspace_size, void* launch);
+};
+
+}  // namespace npu::opslib
+
+// NPU_OPSLIB_REGISTER_OP(Add) registers aclnnAddGetWorkspaceSize / aclnnAdd as "aclnnAdd".
+#define NPU_OPSLIB_REGISTER_OP(Name)                                                        \
+  static const ::npu::opslib::OpRegistrar npu_opslib_registrar_##Name(                      \
+      "aclnn" #Name, reinterpret_cast<void*>(&aclnn##Name##GetWorkspaceSize),               \
+      reinterpret_cast<void*>(&aclnn##Name))
+
+#endif  // NPU_OPSLIB_SRC_OP_REGISTRY_H_
