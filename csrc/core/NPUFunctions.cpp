@@ -17,9 +17,10 @@ c10::DeviceIndex device_count() noexcept {
 }
 
 void check_device_index(c10::DeviceIndex device) {
+  if (C10_LIKELY(device >= 0 && device < device_count())) return;
   const char* env = std::getenv("NPU_SIM_DEVICES");
-  TORCH_CHECK(device >= 0 && device < device_count(), "npu:", static_cast<int>(device),
-              " does not exist: ", static_cast<int>(device_count()), " devices are configured",
+  TORCH_CHECK(false, "npu:", static_cast<int>(device), " does not exist: ",
+              static_cast<int>(device_count()), " devices are configured",
               " (NPU_SIM_DEVICES=", env ? env : "unset, default 8", ")");
 }
 
