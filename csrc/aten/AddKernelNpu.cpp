@@ -26,12 +26,10 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::S
     runGeneric("aten::add", "out", self, other, alpha, out);
     return out;
   }
-  c10::DeviceGuard guard(out.device());
-  const at::ScalarType common = prepareBinaryOut("aten::add.out", self, other, out);
-  const at::Tensor a = deviceOperand(self, out.device(), "aten::add.out");
-  const at::Tensor b = deviceOperand(other, out.device(), "aten::add.out");
-  computeInCommonDtype(out, common, [&](at::Tensor& dst) { EXEC_NPU_CMD(aclnnAdd, a, b, alpha, dst); });
-  return out;
+  return runBinaryDeviceOp("aten::add.out", self, other, out, /*true_division=*/false,
+                           [&](const at::Tensor& a, const at::Tensor& b, at::Tensor& dst) {
+                             EXEC_NPU_CMD(aclnnAdd, a, b, alpha, dst);
+                           });
 }
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
@@ -40,12 +38,10 @@ at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::S
     runGeneric("aten::sub", "out", self, other, alpha, out);
     return out;
   }
-  c10::DeviceGuard guard(out.device());
-  const at::ScalarType common = prepareBinaryOut("aten::sub.out", self, other, out);
-  const at::Tensor a = deviceOperand(self, out.device(), "aten::sub.out");
-  const at::Tensor b = deviceOperand(other, out.device(), "aten::sub.out");
-  computeInCommonDtype(out, common, [&](at::Tensor& dst) { EXEC_NPU_CMD(aclnnSub, a, b, alpha, dst); });
-  return out;
+  return runBinaryDeviceOp("aten::sub.out", self, other, out, /*true_division=*/false,
+                           [&](const at::Tensor& a, const at::Tensor& b, at::Tensor& dst) {
+                             EXEC_NPU_CMD(aclnnSub, a, b, alpha, dst);
+                           });
 }
 
 }  // namespace at_npu::native

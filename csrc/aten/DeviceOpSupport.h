@@ -39,6 +39,23 @@ void computeInCommonDtype(at::Tensor& out, at::ScalarType common, Launch launch)
   out.copy_(tmp);
 }
 
+// The shared body of binary elementwise adapters: device guard, out= checks and resize, CPU
+// scalars moved to the device, computation in the common dtype (floating for true division), then
+// launch(a, b, dst) with the device op.
+template <typename Launch>
+at::Tensor& runBinaryDeviceOp(const char* name, const at::Tensor& self, const at::Tensor& other,
+                              at::Tensor& out, bool true_division, Launch launch) {
+  c10::DeviceGuard guard(out.device());
+  at::ScalarType common = prepareBinaryOut(name, self, other, out);
+  if (true_division && at::isIntegralType(common, /*includeBool=*/true)) {
+    common = c10::typeMetaToScalarType(c10::get_default_dtype());
+  }
+  const at::Tensor a = deviceOperand(self, out.device(), name);
+  const at::Tensor b = deviceOperand(other, out.device(), name);
+  computeInCommonDtype(out, common, [&](at::Tensor& dst) { launch(a, b, dst); });
+  return out;
+}
+
 // Runs aten::<name>.<overload> as if it had no npu kernel (generic executor, or the CPU fallback
 // in strict mode) with these arguments.
 template <typename... Args>

@@ -10,12 +10,10 @@ at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor&
     runGeneric("aten::mul", "out", self, other, out);
     return out;
   }
-  c10::DeviceGuard guard(out.device());
-  const at::ScalarType common = prepareBinaryOut("aten::mul.out", self, other, out);
-  const at::Tensor a = deviceOperand(self, out.device(), "aten::mul.out");
-  const at::Tensor b = deviceOperand(other, out.device(), "aten::mul.out");
-  computeInCommonDtype(out, common, [&](at::Tensor& dst) { EXEC_NPU_CMD(aclnnMul, a, b, dst); });
-  return out;
+  return runBinaryDeviceOp("aten::mul.out", self, other, out, /*true_division=*/false,
+                           [](const at::Tensor& a, const at::Tensor& b, at::Tensor& dst) {
+                             EXEC_NPU_CMD(aclnnMul, a, b, dst);
+                           });
 }
 
 at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
@@ -24,15 +22,10 @@ at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor&
     runGeneric("aten::div", "out", self, other, out);
     return out;
   }
-  c10::DeviceGuard guard(out.device());
-  at::ScalarType common = prepareBinaryOut("aten::div.out", self, other, out);
-  if (at::isIntegralType(common, /*includeBool=*/true)) {
-    common = c10::typeMetaToScalarType(c10::get_default_dtype());  // true division
-  }
-  const at::Tensor a = deviceOperand(self, out.device(), "aten::div.out");
-  const at::Tensor b = deviceOperand(other, out.device(), "aten::div.out");
-  computeInCommonDtype(out, common, [&](at::Tensor& dst) { EXEC_NPU_CMD(aclnnDiv, a, b, dst); });
-  return out;
+  return runBinaryDeviceOp("aten::div.out", self, other, out, /*true_division=*/true,
+                           [](const at::Tensor& a, const at::Tensor& b, at::Tensor& dst) {
+                             EXEC_NPU_CMD(aclnnDiv, a, b, dst);
+                           });
 }
 
 }  // namespace at_npu::native

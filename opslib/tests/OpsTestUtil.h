@@ -18,6 +18,7 @@
 
 #include "npu/opslib.h"
 #include "npu/runtime.h"
+#include "../src/DataTypes.h"
 
 #define NRT_ASSERT_OK(expr) ASSERT_EQ((expr), NRT_SUCCESS) << nrtGetRecentErrMsg()
 #define NRT_EXPECT_OK(expr) EXPECT_EQ((expr), NRT_SUCCESS) << nrtGetRecentErrMsg()
@@ -343,6 +344,14 @@ inline void ExpectValuesNear(const std::vector<double>& actual, const std::vecto
       ADD_FAILURE() << what << ": element " << i << " is " << a << ", expected " << e;
     }
   }
+}
+
+// Every dtype the elementwise ops take, for value-parameterised tests, and their test-name suffix.
+inline const auto kAllDtypes =
+    ::testing::Values(ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE, ACL_INT8, ACL_UINT8, ACL_INT16,
+                      ACL_INT32, ACL_INT64, ACL_BOOL);
+inline std::string DtypeParamName(const ::testing::TestParamInfo<aclDataType>& info) {
+  return npu::opslib::DataTypeName(info.param);
 }
 
 }  // namespace npu::opslib::testing

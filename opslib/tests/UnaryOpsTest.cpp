@@ -121,23 +121,7 @@ TEST_P(UnaryDtypeTest, ContiguousStridedBroadcastAndInPlace) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, UnaryDtypeTest,
-                         ::testing::Values(ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE, ACL_INT8,
-                                           ACL_UINT8, ACL_INT16, ACL_INT32, ACL_INT64, ACL_BOOL),
-                         [](const auto& info) {
-                           switch (info.param) {
-                             case ACL_FLOAT: return "FLOAT";
-                             case ACL_FLOAT16: return "FLOAT16";
-                             case ACL_BF16: return "BF16";
-                             case ACL_DOUBLE: return "DOUBLE";
-                             case ACL_INT8: return "INT8";
-                             case ACL_UINT8: return "UINT8";
-                             case ACL_INT16: return "INT16";
-                             case ACL_INT32: return "INT32";
-                             case ACL_INT64: return "INT64";
-                             default: return "BOOL";
-                           }
-                         });
+INSTANTIATE_TEST_SUITE_P(AllDtypes, UnaryDtypeTest, kAllDtypes, DtypeParamName);
 
 using UnaryOpsTest = OpsTest;
 
