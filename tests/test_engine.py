@@ -461,7 +461,7 @@ def test_op_stats_records_generic_and_generic_inline_paths():
     assert stats["aten::nonzero"] == {"device_op": 0, "generic": 0, "generic_inline": 1, "fallback": 0}
     assert stats["aten::_unique2"]["generic_inline"] == 1
     assert stats["aten::masked_select"]["generic_inline"] == 1
-    assert stats["aten::gt.Scalar_out"]["generic"] == 1
+    assert stats["aclnnGtScalar"]["device_op"] == 1  # x > 0 has a named device op
     assert stats["aten::sort.values_stable"]["generic"] == 1
     assert all(v["fallback"] == 0 for v in stats.values()), stats  # default mode: no CPU fallback
     # reset=True returns the counts, then clears them

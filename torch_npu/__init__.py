@@ -15,11 +15,15 @@ import torch  # noqa: E402
 
 try:
     from torch_npu import _C  # noqa: F401  (loading it registers kernels, allocator, guard and hooks)
-except ImportError as e:  # pragma: no cover - only when the source tree shadows the installed package
+except ImportError as e:  # pragma: no cover - a source tree shadowing the package, or a broken build
     import os
 
+    _here = os.path.dirname(__file__)
+    if any(name.startswith("_C.") for name in os.listdir(_here)):
+        raise ImportError(f"torch_npu's native extension in {_here} failed to load: {e}. Rebuild "
+                          "with `make build`.") from e
     raise ImportError(
-        f"torch_npu's native extension is missing in {os.path.dirname(__file__)}: this looks like the "
+        f"torch_npu's native extension is missing in {_here}: this looks like the "
         "source tree, not the installed package. Run `make build` and run Python outside the source "
         "directory (or set TORCH_DEVICE_BACKEND_AUTOLOAD=0)."
     ) from e

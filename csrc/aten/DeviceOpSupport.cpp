@@ -6,6 +6,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/result_type.h>
+#include <c10/core/WrapDimMinimal.h>
 
 namespace at_npu::native {
 
@@ -47,6 +48,39 @@ void prepareUnaryOut(const char* op, const at::Tensor& self, const at::Tensor& o
   at::assert_no_internal_overlap(out);
   at::assert_no_partial_overlap(out, self);
   at::native::resize_output(out, self.sizes());
+}
+
+void checkOutOverlap(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {
+  at::assert_no_internal_overlap(out);
+  for (const auto& t : inputs) {
+    if (t.defined()) at::assert_no_overlap(out, t);
+  }
+}
+
+std::vector<int64_t> reducedShape(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim) {
+  const int64_t ndim = self.dim();
+  if (ndim == 0) {
+    // A 0-d tensor reduces to a 0-d tensor; its only valid dims are 0 and -1.
+    if (dims.has_value()) {
+      for (int64_t d : *dims) c10::maybe_wrap_dim(d, 0);
+    }
+    return {};
+  }
+  std::vector<bool> reduce(static_cast<size_t>(ndim), !dims.has_value() || dims->empty());
+  if (dims.has_value()) {
+    for (int64_t d : *dims) {
+      const int64_t wrapped = c10::maybe_wrap_dim(d, ndim);
+      TORCH_CHECK(!reduce[wrapped] || dims->empty(), "dim ", wrapped,
+                  " appears multiple times in the list of dims");
+      reduce[wrapped] = true;
+    }
+  }
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (!reduce[d]) shape.push_back(self.size(d));
+    else if (keepdim) shape.push_back(1);
+  }
+  return shape;
 }
 
 }  // namespace at_npu::native

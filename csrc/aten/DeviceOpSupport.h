@@ -57,13 +57,26 @@ at::Tensor& runBinaryDeviceOp(const char* name, const at::Tensor& self, const at
 }
 
 // Runs aten::<name>.<overload> as if it had no npu kernel (generic executor, or the CPU fallback
-// in strict mode) with these arguments.
+// in strict mode) with these arguments; returns the op's results.
 template <typename... Args>
-void runGeneric(const char* name, const char* overload, const Args&... args) {
+torch::jit::Stack runGeneric(const char* name, const char* overload, const Args&... args) {
   auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
   torch::jit::Stack stack;
   torch::jit::push(stack, args...);
   npuBoxedFallback(op, &stack);
+  return stack;
+}
+
+// out= must not overlap itself or any input (PyTorch's "unsupported operation: ... refer to a
+// single memory location" errors), checked before the launch.
+void checkOutOverlap(const at::Tensor& out, std::initializer_list<at::Tensor> inputs);
+
+// The shape of a reduction's result over `dims` (none or empty: all dims), as PyTorch computes it.
+std::vector<int64_t> reducedShape(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim);
+
+// A tensor value as a device-op operand on `device`, or nullopt when absent.
+inline std::optional<at::Tensor> definedOrNone(const std::optional<at::Tensor>& t) {
+  return (t.has_value() && t->defined()) ? t : std::nullopt;
 }
 
 }  // namespace at_npu::native

@@ -67,14 +67,14 @@ at::Generator hostEngineFor(const std::optional<at::Generator>& gen, c10::Device
   return getDefaultNPUGenerator(device).get<NPUGeneratorImpl>()->engine();
 }
 
-at::Generator launchEngineFor(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+uint64_t launchSeedFor(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
   at::Generator engine = hostEngineFor(gen, device);
-  uint64_t seed = 0;
-  {
-    std::lock_guard<std::mutex> lock(engine.mutex());
-    seed = engine.get<at::CPUGeneratorImpl>()->random64();
-  }
-  return at::detail::createCPUGenerator(seed);
+  std::lock_guard<std::mutex> lock(engine.mutex());
+  return engine.get<at::CPUGeneratorImpl>()->random64();
+}
+
+at::Generator launchEngineFor(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+  return at::detail::createCPUGenerator(launchSeedFor(gen, device));
 }
 
 }  // namespace c10_npu

@@ -37,5 +37,7 @@ at::Generator hostEngineFor(const std::optional<at::Generator>& gen, c10::Device
 // default generator) at launch: the npu generator advances in launch order, so results are
 // reproducible however late the op runs.
 at::Generator launchEngineFor(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
+// The seed launchEngineFor would use: what named random device ops take as their argument.
+uint64_t launchSeedFor(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
 
 }  // namespace c10_npu

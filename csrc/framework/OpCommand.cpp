@@ -10,9 +10,14 @@
 #include "csrc/framework/ExecutionPolicy.h"
 #include "csrc/framework/OpStats.h"
 
+extern "C" int npu_opslib_aten_package_loaded(void);
+
 namespace at_npu::native {
 
 const aclnnOpEntry& findDeviceOp(const char* name) {
+  // Naming the ATen-backed package keeps it linked, so its ops are registered before this lookup.
+  static const bool aten_package = npu_opslib_aten_package_loaded() != 0;
+  (void)aten_package;
   const aclnnOpEntry* op = aclnnFindOp(name);
   TORCH_CHECK(op != nullptr, "device op ", name, " is not registered: no built-in or custom op ",
               "package provides it (custom packages are loaded from ASCEND_CUSTOM_OPP_PATH)");

@@ -1,4 +1,5 @@
-// OpCommand.h - EXEC_NPU_CMD(aclnnXxx, args...): the one launch path for named device ops. Converts
+// OpCommand.h - EXEC_NPU_CMD(aclnnXxx, args...) and its builder form OpCommand().Name().Input()
+// .Attr().Output().Run(): the one launch path for named device ops. Converts
 // the arguments to descriptors, runs XxxGetWorkspaceSize, allocates the workspace, queues Xxx on the
 // current stream and counts the launch in torch.npu.op_stats(). Out-of-tree extensions use the same
 // macro against custom op packages.
@@ -37,6 +38,46 @@ void execNpuCmd(const char* name, const Args&... args) {
   if (status != ACLNN_SUCCESS) throwDeviceOpError(name, "GetWorkspaceSize", status);
   launchDeviceOp(op, workspace_size, executor);
 }
+
+// The builder form of the same launch, for adapters that read better spelled out:
+//   OpCommand().Name("aclnnAdd").Input(self).Input(other).Attr("alpha", alpha).Output(out).Run();
+// Inputs, attributes and outputs are passed to the op in the order they are added (that is its
+// GetWorkspaceSize signature); attribute names document the call. Each step returns a new builder
+// whose type records the arguments so far, so Run() is exactly execNpuCmd(name, args...).
+template <typename... Args>
+class OpCommandBuilder {
+ public:
+  OpCommandBuilder(const char* name, std::tuple<Args...> args) : name_(name), args_(std::move(args)) {}
+
+  template <typename T>
+  auto Input(const T& value) && {
+    return append<const T&>(value);
+  }
+  auto Output(at::Tensor& tensor) && { return append<at::Tensor&>(tensor); }
+  // Attributes are held by value: literals and temporaries are fine.
+  template <typename T>
+  auto Attr(const char* /*name*/, T value) && {
+    return append<T>(std::move(value));
+  }
+  void Run() && {
+    std::apply([this](const auto&... args) { execNpuCmd(name_, args...); }, args_);
+  }
+
+ private:
+  template <typename T, typename V>
+  OpCommandBuilder<Args..., T> append(V&& value) {
+    return OpCommandBuilder<Args..., T>(
+        name_, std::tuple_cat(std::move(args_), std::tuple<T>(std::forward<V>(value))));
+  }
+
+  const char* name_;
+  std::tuple<Args...> args_;
+};
+
+class OpCommand {
+ public:
+  OpCommandBuilder<> Name(const char* name) { return OpCommandBuilder<>(name, std::tuple<>()); }
+};
 
 }  // namespace at_npu::native
 

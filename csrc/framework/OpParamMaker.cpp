@@ -52,4 +52,35 @@ aclIntArray* ConvertType(at::IntArrayRef values) {
   return aclCreateIntArray(values.data(), values.size());
 }
 
+aclIntArray* ConvertType(at::OptionalIntArrayRef values) {
+  return values.has_value() ? ConvertType(*values) : nullptr;
+}
+
+namespace {
+// The list owns its entries once created; on failure they are destroyed here.
+aclTensorList* makeTensorList(std::vector<const aclTensor*>& tensors) {
+  aclTensorList* list = aclCreateTensorList(tensors.data(), tensors.size());
+  if (list == nullptr) {
+    for (const aclTensor* t : tensors) Release(const_cast<aclTensor*>(t));
+  }
+  return list;
+}
+}  // namespace
+
+aclTensorList* ConvertType(at::TensorList tensors) {
+  std::vector<const aclTensor*> converted;
+  converted.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) converted.push_back(ConvertType(t));
+  return makeTensorList(converted);
+}
+
+aclTensorList* ConvertType(const c10::List<std::optional<at::Tensor>>& tensors) {
+  std::vector<const aclTensor*> converted;
+  converted.reserve(tensors.size());
+  for (const std::optional<at::Tensor>& t : tensors.vec()) {
+    converted.push_back(t.has_value() ? ConvertType(*t) : nullptr);
+  }
+  return makeTensorList(converted);
+}
+
 }  // namespace at_npu::native

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/List.h>
 #include <c10/core/Scalar.h>
+#include <c10/util/OptionalArrayRef.h>
 #include <npu/opslib.h>
 
 #include <optional>
@@ -16,6 +18,9 @@ aclTensor* ConvertType(const at::Tensor& tensor);  // undefined -> nullptr
 aclTensor* ConvertType(const std::optional<at::Tensor>& tensor);
 aclScalar* ConvertType(const at::Scalar& scalar);
 aclIntArray* ConvertType(at::IntArrayRef values);
+aclIntArray* ConvertType(at::OptionalIntArrayRef values);  // none -> nullptr ("all dims")
+aclTensorList* ConvertType(at::TensorList tensors);
+aclTensorList* ConvertType(const c10::List<std::optional<at::Tensor>>& tensors);  // None -> NULL entry
 template <typename T>
   requires std::is_arithmetic_v<T>
 T ConvertType(T value) {
@@ -25,6 +30,7 @@ T ConvertType(T value) {
 inline void Release(aclTensor* p) { if (p) aclDestroyTensor(p); }
 inline void Release(aclScalar* p) { if (p) aclDestroyScalar(p); }
 inline void Release(aclIntArray* p) { if (p) aclDestroyIntArray(p); }
+inline void Release(aclTensorList* p) { if (p) aclDestroyTensorList(p); }
 template <typename T>
   requires std::is_arithmetic_v<T>
 void Release(T) {}

@@ -187,6 +187,31 @@ aclnnStatus aclDestroyIntArray(const aclIntArray* array) {
   return ACLNN_SUCCESS;
 }
 
+aclTensorList* aclCreateTensorList(const aclTensor* const* value, uint64_t size) {
+  return CreateOrNull("aclCreateTensorList", [&]() -> aclTensorList* {
+    if (value == nullptr && size != 0) {
+      Fail(ACLNN_ERR_PARAM_NULLPTR, StrCat("aclCreateTensorList: value is NULL but size is ", size));
+      return nullptr;
+    }
+    auto list = std::make_unique<aclTensorList>();
+    list->tensors.assign(value, value + size);
+    return list.release();
+  });
+}
+
+aclnnStatus aclDestroyTensorList(const aclTensorList* array) {
+  delete array;
+  return ACLNN_SUCCESS;
+}
+
+aclnnStatus aclGetTensorListSize(const aclTensorList* array, uint64_t* size) {
+  if (array == nullptr || size == nullptr) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR, "aclGetTensorListSize: NULL argument");
+  }
+  *size = array->tensors.size();
+  return ACLNN_SUCCESS;
+}
+
 aclnnStatus aclGetViewShape(const aclTensor* tensor, int64_t** viewDims, uint64_t* viewDimsNum) {
   return npu::opslib::GuardApi("aclGetViewShape", [&] {
     if (tensor == nullptr || viewDims == nullptr || viewDimsNum == nullptr) {

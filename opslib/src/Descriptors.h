@@ -48,4 +48,12 @@ struct aclIntArray {
   std::vector<int64_t> values;
 };
 
+// Owns its tensors; NULL entries stand for absent optional tensors.
+struct aclTensorList {
+  std::vector<const aclTensor*> tensors;
+  ~aclTensorList() {
+    for (const aclTensor* t : tensors) delete t;
+  }
+};
+
 #endif  // NPU_OPSLIB_SRC_DESCRIPTORS_H_

@@ -79,6 +79,14 @@ extern "C" {
 
 const char* aclnnGetRecentErrMsg(void) { return npu::opslib::t_recent_message.c_str(); }
 
+aclnnStatus aclnnSetRecentErrMsg(aclnnStatus status, const char* message) {
+  try {
+    return npu::opslib::Fail(status, message == nullptr ? "" : message);
+  } catch (...) {
+    return status;  // out of host memory: the status still tells the caller it failed
+  }
+}
+
 void aclnnSetLaunchTag(const char* tag) {
   try {
     if (tag == nullptr) {

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -153,7 +154,11 @@ EntryList LoadCustomPackages() {
   return custom;
 }
 
+// Set once the registry is assembled; built-in registrations after that point are refused.
+std::atomic<bool> g_registry_built{false};
+
 Registry* BuildRegistry() {
+  g_registry_built = true;
   t_loading_packages = true;
   EntryList custom;
   try {
@@ -213,6 +218,24 @@ const aclnnOpEntry* aclnnFindOp(const char* name) {
   } catch (...) {
     return nullptr;  // only out of host memory while building the registry
   }
+}
+
+aclnnStatus aclnnRegisterBuiltinOp(const char* name, void* get_workspace_size, void* launch) {
+  if (name == nullptr || name[0] == '\0' || get_workspace_size == nullptr || launch == nullptr) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR,
+                    "aclnnRegisterBuiltinOp: NULL or empty name, or NULL function pointer");
+  }
+  if (npu::opslib::g_registry_built) {
+    return NOP_FAIL(ACLNN_ERR_INNER, "aclnnRegisterBuiltinOp: op \"", name,
+                    "\" registered after the op registry was assembled (first lookup); built-in ",
+                    "packages must register while they load");
+  }
+  try {
+    npu::opslib::OpRegistrar(name, get_workspace_size, launch);
+  } catch (const std::exception& e) {
+    return NOP_FAIL(ACLNN_ERR_INNER, "aclnnRegisterBuiltinOp: ", e.what());
+  }
+  return ACLNN_SUCCESS;
 }
 
 int aclnnOpCount(void) {

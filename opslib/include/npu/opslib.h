@@ -57,6 +57,7 @@ typedef enum {
 typedef struct aclTensor aclTensor;
 typedef struct aclScalar aclScalar;
 typedef struct aclIntArray aclIntArray;
+typedef struct aclTensorList aclTensorList;
 typedef struct aclOpExecutor aclOpExecutor;
 
 // Descriptors. A tensor is a strided view (sizes, strides and offset in elements) of device memory at
@@ -70,6 +71,11 @@ NOP_API aclScalar* aclCreateScalar(void* value, aclDataType dataType);  // value
 NOP_API aclnnStatus aclDestroyScalar(const aclScalar* scalar);
 NOP_API aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size);
 NOP_API aclnnStatus aclDestroyIntArray(const aclIntArray* array);
+// A list of tensors (cat's inputs, index_put's indices). The list takes ownership of the tensors:
+// aclDestroyTensorList destroys them too. Entries may be NULL (an absent optional tensor).
+NOP_API aclTensorList* aclCreateTensorList(const aclTensor* const* value, uint64_t size);
+NOP_API aclnnStatus aclDestroyTensorList(const aclTensorList* array);
+NOP_API aclnnStatus aclGetTensorListSize(const aclTensorList* array, uint64_t* size);
 
 // Descriptor accessors with ACL's names and semantics, so that custom op packages can read their
 // arguments. The arrays returned through viewDims / stridesValue / storageDims are allocated with
@@ -86,6 +92,9 @@ NOP_API aclnnStatus aclGetRawTensorAddr(const aclTensor* tensor, void** addr);  
 
 // Errors: the message of the last failing call on this thread ("" if none), naming the op and values.
 NOP_API const char* aclnnGetRecentErrMsg(void);
+// For op packages: records `message` as this thread's recent error and returns `status`, so that a
+// package's failing XxxGetWorkspaceSize reads like a built-in one.
+NOP_API aclnnStatus aclnnSetRecentErrMsg(aclnnStatus status, const char* message);
 
 // Launch context: text appended to the error of any op launched afterwards from this thread
 // (adapters pass the Python line here, "launched from train.py:42"). NULL or "" clears it.
@@ -106,6 +115,10 @@ typedef struct {
 } aclnnOpEntry;
 typedef void (*aclnnRegisterOpFn)(const char* name, void* get_workspace_size, void* launch);
 NOP_API const aclnnOpEntry* aclnnFindOp(const char* name);  // NULL if unknown
+// For built-in packages linked into the process (such as the ATen-backed op package): adds ops
+// while libraries load, before the first lookup assembles the registry. Later calls fail with
+// ACLNN_ERR_INNER, because handed-out entries must never change.
+NOP_API aclnnStatus aclnnRegisterBuiltinOp(const char* name, void* get_workspace_size, void* launch);
 NOP_API int aclnnOpCount(void);
 NOP_API const aclnnOpEntry* aclnnOpAt(int index);  // for listing the registry
 

@@ -1,0 +1,143 @@
+// AtenOpSupport.cpp - descriptor conversion, kernel boxing and registration for the ATen-backed ops.
+#include "AtenOpSupport.h"
+
+#include <ATen/ops/from_blob.h>
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "../src/Descriptors.h"
+
+namespace npu::opslib::aten {
+
+at::ScalarType toScalarType(aclDataType type) {
+  switch (type) {
+    case ACL_FLOAT: return at::kFloat;
+    case ACL_FLOAT16: return at::kHalf;
+    case ACL_BF16: return at::kBFloat16;
+    case ACL_DOUBLE: return at::kDouble;
+    case ACL_INT8: return at::kChar;
+    case ACL_UINT8: return at::kByte;
+    case ACL_INT16: return at::kShort;
+    case ACL_INT32: return at::kInt;
+    case ACL_INT64: return at::kLong;
+    case ACL_BOOL: return at::kBool;
+    default: break;
+  }
+  throw std::invalid_argument("unsupported data type " + std::to_string(static_cast<int>(type)));
+}
+
+at::Tensor hostTensor(const aclTensor* tensor) {
+  if (tensor == nullptr) return at::Tensor();
+  const at::ScalarType dtype = toScalarType(tensor->dtype);
+  const auto sizes = tensor->sizes();
+  const auto strides = tensor->strides();
+  char* base = static_cast<char*>(tensor->data) + tensor->offset * c10::elementSize(dtype);
+  return at::from_blob(base, at::IntArrayRef(sizes.data(), sizes.size()),
+                       at::IntArrayRef(strides.data(), strides.size()),
+                       at::TensorOptions().dtype(dtype));
+}
+
+at::Tensor requiredTensor(const aclTensor* tensor, const char* what) {
+  if (tensor == nullptr) throw std::invalid_argument(std::string(what) + " is NULL");
+  return hostTensor(tensor);
+}
+
+std::vector<at::Tensor> hostTensors(const aclTensorList* list) {
+  if (list == nullptr) throw std::invalid_argument("tensor list is NULL");
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(list->tensors.size());
+  for (const aclTensor* t : list->tensors) tensors.push_back(requiredTensor(t, "tensor list entry"));
+  return tensors;
+}
+
+c10::List<std::optional<at::Tensor>> hostOptionalTensors(const aclTensorList* list) {
+  if (list == nullptr) throw std::invalid_argument("tensor list is NULL");
+  c10::List<std::optional<at::Tensor>> tensors;
+  for (const aclTensor* t : list->tensors) {
+    tensors.push_back(t == nullptr ? std::nullopt : std::optional<at::Tensor>(hostTensor(t)));
+  }
+  return tensors;
+}
+
+at::Scalar hostScalar(const aclScalar* scalar) {
+  if (scalar == nullptr) throw std::invalid_argument("scalar is NULL");
+  if (scalar->dtype == ACL_BOOL) return at::Scalar(scalar->value.b);
+  switch (scalar->dtype) {
+    case ACL_FLOAT: case ACL_FLOAT16: case ACL_BF16: case ACL_DOUBLE:
+      return at::Scalar(scalar->value.f64);
+    default:
+      break;
+  }
+  return at::Scalar(scalar->value.i64);
+}
+
+std::vector<int64_t> intArray(const aclIntArray* array) {
+  return array == nullptr ? std::vector<int64_t>() : array->values;
+}
+
+std::string describeTensors(const std::vector<at::Tensor>& tensors) {
+  std::ostringstream os;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (i) os << ", ";
+    if (tensors[i].defined()) {
+      os << c10::toString(tensors[i].scalar_type()) << tensors[i].sizes();
+    } else {
+      os << "None";
+    }
+  }
+  return os.str();
+}
+
+std::string kernelErrorText(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+namespace {
+
+struct BoxedKernel {
+  std::vector<at::Tensor> inputs;
+  std::function<void()> kernel;
+};
+
+int runBoxedKernel(void* data, void* /*workspace*/, uint64_t /*workspace_size*/) {
+  auto* boxed = static_cast<BoxedKernel*>(data);
+  try {
+    boxed->kernel();
+  } catch (const std::exception& e) {
+    // The runtime reports "<op> failed: <this>": name the inputs like the generic executor does.
+    throw std::runtime_error("inputs (" + describeTensors(boxed->inputs) + "): " +
+                             kernelErrorText(e));
+  }
+  return 0;
+}
+
+}  // namespace
+
+aclnnStatus wrapKernel(const char* name, std::vector<at::Tensor> inputs,
+                       std::function<void()> kernel, aclOpExecutor** executor) {
+  auto boxed = std::make_unique<BoxedKernel>(BoxedKernel{std::move(inputs), std::move(kernel)});
+  *executor = aclnnCreateExecutor(name, &runBoxedKernel, boxed.get(),
+                                  [](void* data) { delete static_cast<BoxedKernel*>(data); });
+  if (*executor == nullptr) return ACLNN_ERR_INNER;  // recent error set by aclnnCreateExecutor
+  boxed.release();
+  return ACLNN_SUCCESS;
+}
+
+BuiltinOp::BuiltinOp(const char* name, void* get_workspace_size, void* launch) {
+  if (aclnnRegisterBuiltinOp(name, get_workspace_size, launch) != ACLNN_SUCCESS) {
+    std::fprintf(stderr, "[WARNING] NPU_OPSLIB: %s\n", aclnnGetRecentErrMsg());
+  }
+}
+
+}  // namespace npu::opslib::aten
+
+// Referenced by the adapter so that the linker keeps this package (its ops register while it
+// loads; nothing else names a symbol of it).
+extern "C" NOP_API int npu_opslib_aten_package_loaded(void) { return 1; }

@@ -1,0 +1,81 @@
+// AtenOpSupport.h - plumbing of the ATen-backed op package: descriptors -> CPU tensors over device
+// memory, the GetWorkspaceSize wrapper, and the executor that runs an op's kernel on the stream.
+#pragma once
+
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+#include <npu/opslib.h>
+
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace npu::opslib::aten {
+
+at::ScalarType toScalarType(aclDataType type);  // throws for ACL_DT_UNDEFINED
+// The tensor a descriptor describes, as a CPU tensor over the same (host-addressable) device
+// memory; no copy, no ownership. NULL -> undefined tensor.
+at::Tensor hostTensor(const aclTensor* tensor);
+// Like hostTensor, for a required argument: NULL is an error naming it.
+at::Tensor requiredTensor(const aclTensor* tensor, const char* what);
+std::vector<at::Tensor> hostTensors(const aclTensorList* list);
+c10::List<std::optional<at::Tensor>> hostOptionalTensors(const aclTensorList* list);
+at::Scalar hostScalar(const aclScalar* scalar);  // NULL is an error
+std::vector<int64_t> intArray(const aclIntArray* array);  // NULL -> empty
+// "Float[2, 3]" per tensor: the inputs named in a failing kernel's error.
+std::string describeTensors(const std::vector<at::Tensor>& tensors);
+
+// The error text of a kernel's exception, without C++ backtraces.
+std::string kernelErrorText(const std::exception& e);
+
+// What prepare() returns: the inputs to describe on failure and the kernel.
+struct Prepared {
+  std::vector<at::Tensor> inputs;
+  std::function<void()> kernel;
+};
+
+// Boxes `kernel` (a no-argument callable capturing its tensors by value) into an executor.
+aclnnStatus wrapKernel(const char* name, std::vector<at::Tensor> inputs,
+                       std::function<void()> kernel, aclOpExecutor** executor);
+
+// The body of every XxxGetWorkspaceSize: `prepare()` checks the arguments and returns the
+// kernel (throwing on bad arguments: ACLNN_ERR_PARAM_INVALID with the reason as recent error);
+// `inputs` are named in the error of a kernel that fails on the stream. No workspace is needed.
+template <typename Prepare>
+aclnnStatus prepareOp(const char* name, uint64_t* workspace_size, aclOpExecutor** executor,
+                      Prepare prepare) {
+  if (workspace_size == nullptr || executor == nullptr) {
+    return aclnnSetRecentErrMsg(ACLNN_ERR_PARAM_NULLPTR,
+                                (std::string(name) + ": workspaceSize or executor is NULL").c_str());
+  }
+  try {
+    auto [inputs, kernel] = prepare();
+    *workspace_size = 0;
+    return wrapKernel(name, std::move(inputs), std::move(kernel), executor);
+  } catch (const std::exception& e) {
+    const std::string message = std::string(name) + ": " + kernelErrorText(e);
+    return aclnnSetRecentErrMsg(ACLNN_ERR_PARAM_INVALID, message.c_str());
+  }
+}
+
+// Registers aclnn<Name>GetWorkspaceSize / aclnn<Name> as "aclnn<Name>" while the library loads.
+struct BuiltinOp {
+  BuiltinOp(const char* name, void* get_workspace_size, void* launch);
+};
+
+}  // namespace npu::opslib::aten
+
+// Defines aclnn<Name> (the shared launch) and registers the op; aclnn<Name>GetWorkspaceSize is
+// written by hand next to it.
+#define NPU_ATEN_OP(Name)                                                                      \
+  extern "C" NOP_API aclnnStatus aclnn##Name(void* workspace, uint64_t workspace_size,          \
+                                             aclOpExecutor* executor, nrtStream_t stream) {    \
+    return aclnnLaunchExecutor(workspace, workspace_size, executor, stream);                   \
+  }                                                                                             \
+  static const ::npu::opslib::aten::BuiltinOp npu_aten_op_##Name(                              \
+      "aclnn" #Name, reinterpret_cast<void*>(&aclnn##Name##GetWorkspaceSize),                  \
+      reinterpret_cast<void*>(&aclnn##Name))

@@ -1,0 +1,112 @@
+// NormOps.cpp - batch_norm and layer_norm, forward and backward. Optional tensors may be NULL; a
+// NULL gradient output means that gradient is not wanted.
+#include <ATen/ops/native_batch_norm_backward_cpu_dispatch.h>
+#include <ATen/ops/native_batch_norm_cpu_dispatch.h>
+#include <ATen/ops/native_layer_norm_backward_cpu_dispatch.h>
+#include <ATen/ops/native_layer_norm_cpu_dispatch.h>
+
+#include "AtenOpSupport.h"
+
+using namespace npu::opslib::aten;
+
+namespace {
+std::optional<at::Tensor> opt(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
+void copyIfWanted(at::Tensor& dst, const at::Tensor& src) {
+  if (dst.defined()) dst.copy_(src);
+}
+}  // namespace
+
+// Training mode updates runningMean / runningVar in place (momentum), as PyTorch does.
+extern "C" NOP_API aclnnStatus aclnnBatchNormGetWorkspaceSize(
+    const aclTensor* input, const aclTensor* weight, const aclTensor* bias, aclTensor* runningMean,
+    aclTensor* runningVar, bool training, double momentum, double eps, aclTensor* output,
+    aclTensor* saveMean, aclTensor* saveInvstd, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnBatchNorm", workspaceSize, executor, [&] {
+    at::Tensor x = requiredTensor(input, "input"), w = hostTensor(weight), b = hostTensor(bias);
+    at::Tensor rm = hostTensor(runningMean), rv = hostTensor(runningVar);
+    at::Tensor o = requiredTensor(output, "output"), sm = requiredTensor(saveMean, "saveMean");
+    at::Tensor si = requiredTensor(saveInvstd, "saveInvstd");
+    return Prepared{{x, w, b, rm, rv}, [=]() mutable {
+                      if (x.is_contiguous() && o.is_contiguous()) {
+                        at::cpu::native_batch_norm_out(o, sm, si, x, opt(w), opt(b), opt(rm),
+                                                       opt(rv), training, momentum, eps);
+                        return;
+                      }
+                      // Other layouts: the out= kernel assumes out is laid out like a contiguous
+                      // input, so compute into a fresh result and copy.
+                      auto [ro, rsm, rsi] = at::cpu::native_batch_norm(
+                          x, opt(w), opt(b), opt(rm), opt(rv), training, momentum, eps);
+                      o.copy_(ro);
+                      sm.copy_(rsm);
+                      si.copy_(rsi);
+                    }};
+  });
+}
+NPU_ATEN_OP(BatchNorm);
+
+extern "C" NOP_API aclnnStatus aclnnBatchNormBackwardGetWorkspaceSize(
+    const aclTensor* gradOut, const aclTensor* input, const aclTensor* weight,
+    const aclTensor* runningMean, const aclTensor* runningVar, const aclTensor* saveMean,
+    const aclTensor* saveInvstd, bool training, double eps, aclTensor* gradInput,
+    aclTensor* gradWeight, aclTensor* gradBias, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnBatchNormBackward", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(gradOut, "gradOut"), x = requiredTensor(input, "input");
+    at::Tensor w = hostTensor(weight), rm = hostTensor(runningMean), rv = hostTensor(runningVar);
+    at::Tensor sm = hostTensor(saveMean), si = hostTensor(saveInvstd);
+    at::Tensor gi = hostTensor(gradInput), gw = hostTensor(gradWeight), gb = hostTensor(gradBias);
+    return Prepared{{g, x, w, sm, si}, [=]() mutable {
+                      const std::array<bool, 3> mask{gi.defined(), gw.defined(), gb.defined()};
+                      auto [rgi, rgw, rgb] = at::cpu::native_batch_norm_backward(
+                          g, x, opt(w), opt(rm), opt(rv), opt(sm), opt(si), training, eps, mask);
+                      copyIfWanted(gi, rgi);
+                      copyIfWanted(gw, rgw);
+                      copyIfWanted(gb, rgb);
+                    }};
+  });
+}
+NPU_ATEN_OP(BatchNormBackward);
+
+// out, mean, rstd = layer_norm(input over its last len(normalizedShape) dims).
+extern "C" NOP_API aclnnStatus aclnnLayerNormGetWorkspaceSize(
+    const aclTensor* input, const aclIntArray* normalizedShape, const aclTensor* weight,
+    const aclTensor* bias, double eps, aclTensor* out, aclTensor* mean, aclTensor* rstd,
+    uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnLayerNorm", workspaceSize, executor, [&] {
+    at::Tensor x = requiredTensor(input, "input"), w = hostTensor(weight), b = hostTensor(bias);
+    at::Tensor o = requiredTensor(out, "out"), m = requiredTensor(mean, "mean");
+    at::Tensor r = requiredTensor(rstd, "rstd");
+    auto shape = intArray(normalizedShape);
+    return Prepared{{x, w, b}, [=]() mutable {
+                      auto [ro, rm, rr] = at::cpu::native_layer_norm(x, shape, opt(w), opt(b), eps);
+                      o.copy_(ro);
+                      m.copy_(rm);
+                      r.copy_(rr);
+                    }};
+  });
+}
+NPU_ATEN_OP(LayerNorm);
+
+extern "C" NOP_API aclnnStatus aclnnLayerNormBackwardGetWorkspaceSize(
+    const aclTensor* gradOut, const aclTensor* input, const aclIntArray* normalizedShape,
+    const aclTensor* mean, const aclTensor* rstd, const aclTensor* weight, const aclTensor* bias,
+    aclTensor* gradInput, aclTensor* gradWeight, aclTensor* gradBias, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepareOp("aclnnLayerNormBackward", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(gradOut, "gradOut"), x = requiredTensor(input, "input");
+    at::Tensor m = requiredTensor(mean, "mean"), r = requiredTensor(rstd, "rstd");
+    at::Tensor w = hostTensor(weight), b = hostTensor(bias);
+    at::Tensor gi = hostTensor(gradInput), gw = hostTensor(gradWeight), gb = hostTensor(gradBias);
+    auto shape = intArray(normalizedShape);
+    return Prepared{{g, x, m, r, w}, [=]() mutable {
+                      const std::array<bool, 3> mask{gi.defined(), gw.defined(), gb.defined()};
+                      auto [rgi, rgw, rgb] = at::cpu::native_layer_norm_backward(
+                          g, x, shape, m, r, opt(w), opt(b), mask);
+                      copyIfWanted(gi, rgi);
+                      copyIfWanted(gw, rgw);
+                      copyIfWanted(gb, rgb);
+                    }};
+  });
+}
+NPU_ATEN_OP(LayerNormBackward);

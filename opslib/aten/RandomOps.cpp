@@ -1,0 +1,102 @@
+// RandomOps.cpp - random fills (uniform, normal, bernoulli), dropout, and arange. Random ops take
+// the seed the adapter drew from the npu generator at launch, so results do not depend on when
+// the stream runs them.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/arange_cpu_dispatch.h>
+#include <ATen/ops/bernoulli_cpu_dispatch.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/mul_cpu_dispatch.h>
+#include <ATen/ops/native_dropout_backward_cpu_dispatch.h>
+#include <ATen/ops/normal_cpu_dispatch.h>
+#include <ATen/ops/uniform_cpu_dispatch.h>
+
+#include "AtenOpSupport.h"
+
+using namespace npu::opslib::aten;
+
+namespace {
+// `offset` selects an independent stream for the same seed (several draws in one launch).
+at::Generator engine(int64_t seed, int64_t offset) {
+  return at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) +
+                                                  0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(offset));
+}
+}  // namespace
+
+extern "C" NOP_API aclnnStatus aclnnInplaceUniformGetWorkspaceSize(
+    aclTensor* self, double from, double to, int64_t seed, int64_t offset, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepareOp("aclnnInplaceUniform", workspaceSize, executor, [&] {
+    at::Tensor a = requiredTensor(self, "self");
+    return Prepared{{a}, [=]() mutable { at::cpu::uniform_(a, from, to, engine(seed, offset)); }};
+  });
+}
+NPU_ATEN_OP(InplaceUniform);
+
+extern "C" NOP_API aclnnStatus aclnnInplaceNormalGetWorkspaceSize(
+    aclTensor* self, double mean, double std, int64_t seed, int64_t offset, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepareOp("aclnnInplaceNormal", workspaceSize, executor, [&] {
+    at::Tensor a = requiredTensor(self, "self");
+    return Prepared{{a}, [=]() mutable { at::cpu::normal_(a, mean, std, engine(seed, offset)); }};
+  });
+}
+NPU_ATEN_OP(InplaceNormal);
+
+extern "C" NOP_API aclnnStatus aclnnInplaceBernoulliGetWorkspaceSize(
+    aclTensor* self, double p, int64_t seed, int64_t offset, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepareOp("aclnnInplaceBernoulli", workspaceSize, executor, [&] {
+    at::Tensor a = requiredTensor(self, "self");
+    return Prepared{{a}, [=]() mutable { at::cpu::bernoulli_(a, p, engine(seed, offset)); }};
+  });
+}
+NPU_ATEN_OP(InplaceBernoulli);
+
+// out = input * mask / (1 - p) with mask ~ Bernoulli(1 - p) (bool).
+extern "C" NOP_API aclnnStatus aclnnDropoutGetWorkspaceSize(const aclTensor* input, double p,
+                                                            int64_t seed, int64_t offset,
+                                                            aclTensor* out, aclTensor* mask,
+                                                            uint64_t* workspaceSize,
+                                                            aclOpExecutor** executor) {
+  return prepareOp("aclnnDropout", workspaceSize, executor, [&] {
+    at::Tensor x = requiredTensor(input, "input"), o = requiredTensor(out, "out");
+    at::Tensor m = requiredTensor(mask, "mask");
+    if (!(p >= 0 && p <= 1)) throw std::invalid_argument("p must be in [0, 1]");
+    return Prepared{{x}, [=]() mutable {
+                      const double keep = 1.0 - p;
+                      at::Tensor draw = at::empty_like(x);
+                      at::cpu::bernoulli_(draw, keep, engine(seed, offset));
+                      m.copy_(draw);
+                      at::cpu::mul_out(o, x, draw);
+                      o.mul_(keep == 0 ? 0.0 : 1.0 / keep);
+                    }};
+  });
+}
+NPU_ATEN_OP(Dropout);
+
+extern "C" NOP_API aclnnStatus aclnnDropoutBackwardGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* mask, double scale, aclTensor* gradInput,
+    uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnDropoutBackward", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(gradOutput, "gradOutput"), m = requiredTensor(mask, "mask");
+    at::Tensor gi = requiredTensor(gradInput, "gradInput");
+    return Prepared{{g, m}, [=]() mutable {
+                      gi.copy_(at::cpu::native_dropout_backward(g, m, scale));
+                    }};
+  });
+}
+NPU_ATEN_OP(DropoutBackward);
+
+// out = [start, start + step, ...) below end; out already has the element count.
+extern "C" NOP_API aclnnStatus aclnnArangeGetWorkspaceSize(const aclScalar* start,
+                                                           const aclScalar* end,
+                                                           const aclScalar* step, aclTensor* out,
+                                                           uint64_t* workspaceSize,
+                                                           aclOpExecutor** executor) {
+  return prepareOp("aclnnArange", workspaceSize, executor, [&] {
+    at::Scalar s = hostScalar(start), e = hostScalar(end), st = hostScalar(step);
+    at::Tensor o = requiredTensor(out, "out");
+    return Prepared{{}, [=]() mutable { at::cpu::arange_out(o, s, e, st); }};
+  });
+}
+NPU_ATEN_OP(Arange);
