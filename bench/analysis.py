@@ -31,9 +31,9 @@ METHOD = [
     "- Copies: preallocated buffers; a sample is 200 copies (1 MB) or 2 copies (256 MB) then one sync; "
     "the reference is `numpy.copyto` between two preallocated host buffers (one memcpy).",
     "- Training: a fixed synthetic batch resident on the device; a sample is 8 optimizer steps and "
-    "one `loss.item()`; models are defined in `bench/models.py` (CNN: 3 conv-BN-ReLU stages, batch 32 "
+    "one `loss.item()`; models are defined in `bench/models.py` (CNN: 3 conv-BN-ReLU stages, batch 16 "
     "of 3x32x32, SGD with momentum; transformer: 2 pre-norm blocks, width 128, 4 heads, context 64, "
-    "batch 16, AdamW).",
+    "batch 8, AdamW).",
     "- Allocator: the cache is emptied and peaks reset, then 3 warm-up steps and 20 measured steps; "
     "device segment allocations are the `segment.all.allocated` delta of `torch.npu.memory_stats()`.",
 ]

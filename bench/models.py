@@ -63,7 +63,7 @@ class SmallTransformer(nn.Module):
 def cnn_setup(device: str, quick: bool = False):
     """(model, optimizer, step function) for the CNN on a fixed synthetic batch on `device`."""
     torch.manual_seed(0)
-    batch, size, width = (4, 16, 8) if quick else (32, 32, 32)
+    batch, size, width = (4, 16, 8) if quick else (16, 32, 32)
     model = SmallCNN(width).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     gen = torch.Generator().manual_seed(1)
@@ -75,7 +75,7 @@ def cnn_setup(device: str, quick: bool = False):
 def transformer_setup(device: str, quick: bool = False):
     """(model, optimizer, step function) for the transformer on a fixed synthetic batch on `device`."""
     torch.manual_seed(0)
-    batch, context, dim = (2, 16, 32) if quick else (16, 64, 128)
+    batch, context, dim = (2, 16, 32) if quick else (8, 64, 128)
     vocab = 512
     model = SmallTransformer(vocab, dim, heads=4, layers=2, context=context).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
