@@ -85,6 +85,14 @@ WHY = {
     "allocator": (
         "a device segment was allocated after warm-up: some step needed a block size that the cache did not "
         "hold (check num_alloc_retries in the note; a retry empties the cache)."),
+    "allocator.transformer_segments": (
+        "one device segment is allocated at the 7th step (deterministically: steps 1–2 allocate 10 segments, "
+        "step 7 one more, then none over 40 steps), so 3 warm-up steps do not reach the steady state. All of "
+        "the transformer's blocks are small-pool blocks carved from 2 MiB segments; split blocks free in a "
+        "different order from step to step, and at step 7 one request finds no free range large enough. "
+        "Fix (csrc/core/NPUCachingAllocator.cpp): round small-pool requests to a few size classes so freed "
+        "blocks fit later requests exactly, or grow the last segment in place (expandable segments) instead "
+        "of mapping a new one."),
     "allocator.CNN_reserved_ratio": (
         "the caching allocator keeps CUDA's segment sizes: requests of 1–10 MiB get a 20 MiB segment and "
         "small ones 2 MiB segments. The CNN's largest activations are 2 MiB, so its mid-size pool reserves a "

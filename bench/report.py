@@ -96,7 +96,10 @@ def write_markdown(doc, path: str, chart_name: str = "benchmarks.png") -> None:
             "Ratios are npu / reference of the medians: for times lower is better, for bandwidths and "
             "steps/s higher is better.", "",
             f"**Targets met: {met} of {len(targeted)}.**", "",
-            "## Machine", ""] + _machine_table(doc) + ["", f"![ratios vs targets]({chart_name})", ""]
+            "## Machine", ""] + _machine_table(doc) + [
+            "", f"![ratios vs targets]({chart_name})", "",
+            "The chart shows npu speed relative to the reference, so longer bars are better everywhere: for "
+            "times that is the inverse of the ratio in the tables.", ""]
     for section in doc["sections"]:
         section_rows = [r for r in rows if r["section"] == section]
         out += [f"## {TITLES[section]}", ""] + _section_table(section_rows) + [""]
@@ -144,7 +147,14 @@ def _bars(ax, points, log: bool):
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
     if log:
+        from matplotlib.ticker import NullFormatter
         ax.set_xscale("log")
+        values = [p[1] for p in points] + [p[2] for p in points]
+        ticks = [t for t in (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 10)
+                 if min(values) / 1.5 <= t <= max(values) * 1.5]
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{t:g}" for t in ticks], fontsize=7)
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(axis="x", alpha=0.3)
 
 
@@ -163,8 +173,8 @@ def write_chart(doc, path: str) -> None:
         ax_speed.axvline(1.0, color="grey", linestyle=":", linewidth=1)
     ax_speed.set_title("npu speed relative to the reference (CPU eager / memcpy); black tick = target, "
                        "green = met, red = missed", fontsize=9)
-    ax_speed.set_xlabel("reference time / npu time, or npu bandwidth (steps/s) / reference (log scale)",
-                        fontsize=8)
+    ax_speed.set_xlabel("reference time / npu time, or npu bandwidth (steps/s) / reference's "
+                        "(log scale; > 1: npu faster)", fontsize=8)
     if alloc:
         _bars(ax_alloc, alloc, log=False)
         top = max(max(p[1] for p in alloc), max(p[2] for p in alloc))
