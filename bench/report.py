@@ -108,10 +108,15 @@ def write_markdown(doc, path: str, chart_name: str = "benchmarks.png") -> None:
     out += ["## Missed targets: why, and what would fix them", ""]
     if not missed and not unmeasured:
         out += ["Every target was met in this run.", ""]
+    # Rows that miss for the same reason share one explanation.
+    by_reason = {}
     for r in missed + unmeasured:
-        figure = (f"ratio {_num(r['ratio'])}, target {_target(r)}" if r["npu"] is not None
-                  else "not measured")
-        out += [f"- **{r['name']}** ({figure}): {explain(r['key'])}"]
+        by_reason.setdefault(explain(r["key"]), []).append(r)
+    for reason, group in by_reason.items():
+        names = "; ".join(f"**{r['name']}** (" + (f"ratio {_num(r['ratio'])}, target {_target(r)}"
+                                                    if r["npu"] is not None else "not measured") + ")"
+                          for r in group)
+        out += [f"- {names}: {reason}", ""]
     out += ["", "## Method", ""] + METHOD + [""]
     with open(path, "w") as f:
         f.write("\n".join(out))
