@@ -35,7 +35,7 @@ def _rate_row(name, key, samples_npu, samples_cpu, steps, ref_label):
 
 
 def run(quick: bool = False) -> list:
-    steps, repeats, warmup = (2, 2, 1) if quick else (8, 5, 3)
+    steps, repeats, warmup = (2, 2, 1) if quick else (8, 7, 3)
     backend = _compile_backend()
     rows = []
     for name, setup in SETUPS.items():
