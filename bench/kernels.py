@@ -24,7 +24,7 @@ def _cases(quick: bool) -> list:
         ("softmax", f"softmax {sm}x{sm} fp32", [(sm, sm)], lambda x: torch.softmax(x, dim=-1)),
         ("layer_norm", f"layer_norm {ln_rows}x{ln_cols} fp32", [(ln_rows, ln_cols), (ln_cols,), (ln_cols,)],
          lambda x, w, b: F.layer_norm(x, (ln_cols,), w, b)),
-        ("add", f"add {add_n // (1 << 20)}M elements fp32" if not quick else f"add {add_n} elements fp32",
+        ("add", f"add {add_n >> 20}M elements fp32" if add_n >= 1 << 20 else f"add {add_n} elements fp32",
          [(add_n,), (add_n,)], torch.add),
     ]
 
