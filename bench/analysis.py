@@ -136,6 +136,10 @@ METHOD = [
     "arithmetic: CPU eager allocates a fresh 64 MB output on every call (glibc maps it and page-faults it "
     "in; `torch.add(a, b, out=o)` on the CPU is ~2.5x faster than `a + b` here), while the npu caching "
     "allocator reuses device memory. Both sides run the same ATen CPU kernels.",
+    "- npu can beat CPU eager in training: the host queues the next ops while the stream's worker "
+    "thread computes, so Python and dispatch overlap with compute, as with a real accelerator; on a loaded "
+    "machine its two busy threads also get a larger share of the cores than CPU eager's one Python "
+    "thread between kernels.",
     "- The machine is shared (other builds run on the same 2 cores), so single figures move by tens of "
     "percent between runs; the load average at start and end is recorded above. Ratios close to a target "
     "should be read with the min–max spreads.",

@@ -28,6 +28,8 @@ def test_quick_run_writes_every_section(tmp_path):
             assert r["npu"]["min"] <= r["npu"]["median"] <= r["npu"]["max"], r
             assert r["npu"]["median"] > 0 and r["ref"]["median"] > 0, r
             assert math.isclose(r["ratio"], r["npu"]["median"] / r["ref"]["median"]), r
+            best = "max" if r["higher_is_better"] else "min"
+            assert math.isclose(r["ratio_best"], r["npu"][best] / r["ref"][best]), r
         if r["target"] is not None and r["ratio"] is not None:
             assert r["met"] == (r["ratio"] >= r["target"] if r["higher_is_better"] else r["ratio"] <= r["target"])
     allocs = [r for r in doc["rows"] if r["key"].endswith("_segments")]
