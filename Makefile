@@ -6,7 +6,7 @@ DEPS_STAMP := $(VENV)/.deps-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
-.PHONY: all build test test-cpp test-python demo system-deps clean
+.PHONY: all build test test-cpp test-python demo bench system-deps clean
 
 all: build
 
@@ -43,6 +43,10 @@ test: test-cpp test-python
 
 demo: build
 	$(VPY) examples/train_demo.py
+
+# npu vs CPU eager in one process; writes docs/benchmarks.md and docs/benchmarks.png (a few minutes).
+bench: build
+	$(VPY) bench/run.py
 
 clean:
 	rm -rf build dist *.egg-info

@@ -1,66 +1,68 @@
-"""Small-op host cost: N tiny ops launched back to back, one sync at the end, npu vs CPU eager.
+"""Small-op host cost: many tiny ops launched back to back, one sync at the end, npu vs CPU eager.
 
-Prints per-op microseconds for each op on both devices and the npu/CPU ratio (lower is better; the
-target is <= 1.3). Run: .venv/bin/python bench/small_ops.py [--iters 10000] [--repeats 5]
+Also the launch + sync round trip of a single op. Run alone: .venv/bin/python bench/small_ops.py [--quick]
 """
-
-import argparse
-import statistics
-import time
 
 import torch
 
+from common import interleaved, row, stats, sync
 
-def per_op_us(fn, device, iters, repeats):
-    a = torch.randn(16, device=device)
-    b = torch.randn(16, device=device)
-    for _ in range(200):  # warm-up: allocator, Meta caches, stream threads
-        fn(a, b)
-    sync = torch.npu.synchronize if device == "npu" else (lambda: None)
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(iters):
-            fn(a, b)
-        sync()
-        times.append((time.perf_counter() - start) / iters * 1e6)
-    return statistics.median(times), min(times), max(times)
+SECTION = "small_ops"
+TARGET_RATIO = 1.3  # npu per-op cost at most 1.3x CPU eager's
 
-
-def round_trip_us(repeats=2000):
-    x = torch.randn(16, device="npu")
-    torch.npu.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        (x + 1).cpu()
-    return (time.perf_counter() - start) / repeats * 1e6
-
-
+# What the issue names (add, mul, relu) plus one op that has no named device op and runs through the
+# generic executor, to show what that path costs (no target: it is the fallback path).
 OPS = {
-    "add": lambda a, b: a + b,
-    "mul": lambda a, b: a * b,
-    "relu": lambda a, b: torch.relu(a),
-    "cumsum (generic)": lambda a, b: torch.cumsum(a, 0),
+    "add": (lambda a, b: a + b, TARGET_RATIO),
+    "mul": (lambda a, b: a * b, TARGET_RATIO),
+    "relu": (lambda a, b: torch.relu(a), TARGET_RATIO),
+    "cumsum (generic executor)": (lambda a, b: torch.cumsum(a, 0), None),
 }
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--iters", type=int, default=10000)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    import torch_npu  # noqa: F401
+def _per_op_rows(ops: int, repeats: int, numel: int) -> list:
+    rows = []
+    inputs = {dev: (torch.randn(numel, device=dev), torch.randn(numel, device=dev)) for dev in ("cpu", "npu")}
+    for name, (op, target) in OPS.items():
+        cases = [(lambda op=op, a=inputs[dev]: op(*a), dev, ops) for dev in ("cpu", "npu")]
+        cpu, npu = interleaved(cases, repeats, warmup=200)
+        rows.append(row(SECTION, f"{name}, {numel} elements: us per op ({ops} ops, 1 sync)", "us",
+                        stats(s * 1e6 for s in npu), stats(s * 1e6 for s in cpu), target=target,
+                        key=f"{SECTION}.{name.split()[0]}"))
+    return rows
 
-    print(f"torch {torch.__version__}, {args.iters} ops x {args.repeats} repeats, median (min..max)")
-    print(f"{'op':<18}{'cpu us/op':>20}{'npu us/op':>20}{'npu/cpu':>9}")
-    for name, fn in OPS.items():
-        cpu = per_op_us(fn, "cpu", args.iters, args.repeats)
-        npu = per_op_us(fn, "npu", args.iters, args.repeats)
-        print(f"{name:<18}{cpu[0]:>8.2f} ({cpu[1]:.2f}..{cpu[2]:.2f}){npu[0]:>8.2f} "
-              f"({npu[1]:.2f}..{npu[2]:.2f}){npu[0] / cpu[0]:>9.2f}")
-    print(f"launch + sync round trip (add then .cpu()): {round_trip_us():.1f} us")
+
+def _round_trip_rows(iters: int, repeats: int, numel: int) -> list:
+    """One op then a synchronisation, every time: the latency a data-dependent host decision pays."""
+    a = {dev: torch.randn(numel, device=dev) for dev in ("cpu", "npu")}
+
+    def launch_sync():
+        a["npu"].add(1.0)
+        sync("npu")
+
+    cases = [(lambda: a["cpu"].add(1.0), "cpu", iters),
+             (launch_sync, "npu", iters),
+             (lambda: a["npu"].add(1.0).cpu(), "npu", iters),
+             (lambda: a["npu"].sum().item(), "npu", iters),
+             (lambda: a["cpu"].sum().item(), "cpu", iters)]
+    cpu_add, npu_sync, npu_cpu, npu_item, cpu_item = interleaved(cases, repeats, warmup=50)
+    us = lambda samples: stats(s * 1e6 for s in samples)  # noqa: E731
+    note = "latency, not a target: the work crosses to the stream's worker thread and back"
+    return [
+        row(SECTION, "round trip: add + torch.npu.synchronize()", "us", us(npu_sync), us(cpu_add),
+            note=note, key=f"{SECTION}.round_trip_sync"),
+        row(SECTION, "round trip: add + .cpu()", "us", us(npu_cpu), us(cpu_add), note=note,
+            key=f"{SECTION}.round_trip_cpu"),
+        row(SECTION, "round trip: sum + .item()", "us", us(npu_item), us(cpu_item), note=note,
+            key=f"{SECTION}.round_trip_item"),
+    ]
+
+
+def run(quick: bool = False) -> list:
+    ops, repeats, trips = (500, 3, 100) if quick else (10000, 7, 2000)
+    return _per_op_rows(ops, repeats, 16) + _round_trip_rows(trips, repeats, 16)
 
 
 if __name__ == "__main__":
-    main()
+    from run import standalone
+    standalone(run)

@@ -1,0 +1,78 @@
+"""Shared pieces of the benchmark suite: synchronised timing, repeat statistics and result rows."""
+
+import math
+import statistics
+import time
+
+import torch
+
+
+def sync(device: str) -> None:
+    """Wait for queued device work; CPU eager work is already done when the call returns."""
+    if device.startswith("npu"):
+        torch.npu.synchronize()
+
+
+def stats(samples) -> dict:
+    """Median, min and max of repeated measurements (the median is the figure that is compared)."""
+    samples = [float(s) for s in samples]
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
+            "n": len(samples)}
+
+
+def time_per_call(fn, device: str, inner: int) -> float:
+    """Seconds per call of `fn`, over `inner` back-to-back calls followed by one synchronisation."""
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    sync(device)
+    return (time.perf_counter() - start) / inner
+
+
+def calls_for(fn, device: str, min_seconds: float, max_calls: int = 1000) -> int:
+    """How many back-to-back calls make one timed sample last at least `min_seconds`."""
+    once = max(time_per_call(fn, device, 1), 1e-7)
+    return max(1, min(max_calls, math.ceil(min_seconds / once)))
+
+
+def interleaved(cases, repeats: int, warmup: int = 1) -> list:
+    """Time several (fn, device, inner) cases, alternating between them on every repeat.
+
+    Alternating makes slow phases of a noisy machine (other processes compiling) hit every case
+    alike instead of one side of a comparison. Returns the per-call seconds of each case as a list
+    of samples, in the order of `cases`.
+    """
+    for fn, device, _ in cases:
+        for _ in range(warmup):
+            fn()
+        sync(device)
+    samples = [[] for _ in cases]
+    for _ in range(repeats):
+        for i, (fn, device, inner) in enumerate(cases):
+            samples[i].append(time_per_call(fn, device, inner))
+    return samples
+
+
+def row(section: str, name: str, unit: str, npu, ref=None, *, ref_label: str = "CPU eager",
+        higher_is_better: bool = False, target=None, ratio=None, note: str = "", key: str = "") -> dict:
+    """One result line: npu figure, reference figure, their ratio and whether it meets its target.
+
+    `npu` and `ref` are stats() dicts of the measured quantity in `unit`. The ratio is npu / reference
+    of the medians (for times lower is better, for bandwidths and rates higher is better); rows
+    without a reference (allocator counts) pass the value itself as `ratio`.
+    """
+    if ratio is None and ref is not None and ref["median"] > 0:
+        ratio = npu["median"] / ref["median"]
+    # The ratio of the best samples (least disturbed by other load) is given beside it for reading noisy runs.
+    ratio_best = None
+    if ref is not None and npu is not None:
+        best = "max" if higher_is_better else "min"
+        ratio_best = npu[best] / ref[best] if ref[best] > 0 else None
+    met = None
+    if target is not None and ratio is not None:
+        met = ratio >= target if higher_is_better else ratio <= target
+    return {"section": section, "key": key or f"{section}.{name}", "name": name, "unit": unit,
+            "npu": npu, "ref": ref, "ref_label": ref_label if ref is not None else "",
+            "ratio": ratio, "ratio_best": ratio_best, "target": target, "higher_is_better": higher_is_better, "met": met,
+            "note": note}

@@ -1,0 +1,64 @@
+"""Copies: H2D (pageable and pinned), D2H (pageable and pinned) and D2D bandwidth vs a plain host memcpy."""
+
+import numpy as np
+import torch
+
+from common import interleaved, row, stats
+
+SECTION = "copies"
+TARGET_RATIO = 0.8  # npu copy bandwidth at least 0.8x a plain memcpy of the same size
+
+
+def _gbps(nbytes: int, samples) -> dict:
+    return stats(nbytes / s / 1e9 for s in samples)
+
+
+def _size_label(nbytes: int) -> str:
+    return f"{nbytes >> 20} MB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KB"
+
+
+def _rows_for_size(nbytes: int, repeats: int, copies_per_sample: int) -> list:
+    n = nbytes // 4
+    host = torch.randn(n)
+    pinned = host.pin_memory()
+    host_out = torch.empty(n)
+    pinned_out = torch.empty(n).pin_memory()
+    dev = host.to("npu")
+    dev_out = torch.empty(n, device="npu")
+    # The reference: numpy.copyto between two preallocated host buffers is a single memcpy.
+    ref_src, ref_dst = host.numpy().copy(), np.empty(n, dtype=np.float32)
+
+    copies = {
+        "H2D pageable": (lambda: dev_out.copy_(host), "npu"),
+        "H2D pinned, non_blocking": (lambda: dev_out.copy_(pinned, non_blocking=True), "npu"),
+        "D2H pageable": (lambda: host_out.copy_(dev), "npu"),
+        "D2H pinned, non_blocking": (lambda: pinned_out.copy_(dev, non_blocking=True), "npu"),
+        "D2D": (lambda: dev_out.copy_(dev), "npu"),
+    }
+    memcpy = (lambda: np.copyto(ref_dst, ref_src), "cpu", copies_per_sample)
+    cases = [memcpy] + [(fn, device, copies_per_sample) for fn, device in copies.values()]
+    ref, *measured = interleaved(cases, repeats, warmup=3)
+    ref_stats = _gbps(nbytes, ref)
+    label = _size_label(nbytes)
+    return [row(SECTION, f"{name} {label}: GB/s", "GB/s", _gbps(nbytes, samples), ref_stats,
+                ref_label="host memcpy", higher_is_better=True, target=TARGET_RATIO,
+                key=f"{SECTION}.{name.split(',')[0].replace(' ', '_')}_{label.replace(' ', '')}")
+            for name, samples in zip(copies, measured)]
+
+
+def run(quick: bool = False) -> list:
+    if quick:
+        plan = [(1 << 20, 2, 5), (4 << 20, 2, 2)]
+    else:
+        # 1 MB copies are dominated by per-copy cost, so a sample is 200 of them and one sync.
+        plan = [(1 << 20, 7, 200), (256 << 20, 5, 2)]
+    rows = []
+    for nbytes, repeats, per_sample in plan:
+        rows += _rows_for_size(nbytes, repeats, per_sample)
+        torch.npu.empty_cache()
+    return rows
+
+
+if __name__ == "__main__":
+    from run import standalone
+    standalone(run)
