@@ -10,7 +10,7 @@ import warnings
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "imagenet"))
 import main as imagenet_main  # noqa: E402
 
-STEPS = 30
+STEPS = int(os.environ.get("TRAIN_DEMO_STEPS", "30"))  # CI runs it with a few steps
 COMMON = ["--arch", "resnet_tiny", "--epochs", "1", "--steps-per-epoch", str(STEPS), "--batch-size", "32",
           "--train-size", str(32 * STEPS), "--val-size", "64", "--print-freq", "0", "--no-progress", "--seed", "0"]
 FP32_TOLERANCE = 1e-3  # npu runs the same float32 math as the CPU: the curves agree to rounding
