@@ -54,10 +54,11 @@ class ResNet(nn.Module):
         super().__init__()
         stem = widths[0]
         if small_input:
-            self.stem = nn.Sequential(nn.Conv2d(3, stem, 3, 1, 1, bias=False), nn.BatchNorm2d(stem), nn.ReLU(inplace=True))
+            self.stem = nn.Sequential(nn.Conv2d(3, stem, 3, 1, 1, bias=False), nn.BatchNorm2d(stem),
+                                      nn.ReLU(inplace=True))
         else:
-            self.stem = nn.Sequential(nn.Conv2d(3, stem, 7, 2, 3, bias=False), nn.BatchNorm2d(stem), nn.ReLU(inplace=True),
-                                      nn.MaxPool2d(3, 2, 1))
+            self.stem = nn.Sequential(nn.Conv2d(3, stem, 7, 2, 3, bias=False), nn.BatchNorm2d(stem),
+                                      nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
         stages, inp = [], stem
         for i, (n, width) in enumerate(zip(layers, widths)):
             for j in range(n):
