@@ -160,9 +160,17 @@ def initialize(models, optimizers=None, enabled: bool = True, opt_level: str = "
                         _patch_forward(sub, _fp32_batchnorm_forward)
             _patch_forward(model, functools.partial(_half_model_forward, cast_type))
 
-    for optimizer in optimizer_list:
-        AmpOptimizerStash(optimizer, master_weights=props["master_weights"], combine_grad=combine_grad,
-                                  amp_state=_amp_state)
+    stashes = [AmpOptimizerStash(optimizer, master_weights=props["master_weights"], combine_grad=combine_grad,
+                                 amp_state=_amp_state) for optimizer in optimizer_list]
+    if props["master_weights"]:
+        # Resuming loads weights into the model after initialize(): refresh the float32 masters then,
+        # or the next step would copy the stale masters back over the loaded weights.
+        def refresh_masters(module, incompatible_keys):
+            for stash in stashes:
+                stash.copy_model_to_master()
+
+        for model in model_list:
+            model.register_load_state_dict_post_hook(refresh_masters)
 
     _amp_state.loss_scalers = [
         LossScaler(props["loss_scale"], min_loss_scale=min_loss_scale, max_loss_scale=max_loss_scale)

@@ -78,6 +78,13 @@ class AmpOptimizerStash:
         return grads
 
     @torch.no_grad()
+    def copy_model_to_master(self) -> None:
+        """Masters from the model's current weights (after model.load_state_dict on resume)."""
+        for bucket in self.buckets:
+            if bucket.model_params:
+                torch._foreach_copy_(bucket.model_masters, bucket.model_params)
+
+    @torch.no_grad()
     def copy_master_to_model(self) -> None:
         for bucket in self.buckets:
             if bucket.model_params:
