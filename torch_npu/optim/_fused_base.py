@@ -23,6 +23,7 @@ class _Bucket:
         self.flat_param: torch.Tensor = None
         self.flat_grad: torch.Tensor = None
         self.flat_state: Dict[str, torch.Tensor] = {}
+        self.state_ptrs: Dict[str, List[int]] = {}  # where each parameter's state view starts
         self.fresh_state: set = set()  # state names created zero-filled on this combine
 
     def views(self, flat: torch.Tensor) -> List[torch.Tensor]:
@@ -86,6 +87,7 @@ class NpuFusedOptimizerBase(torch.optim.Optimizer):
             for p, view in zip(params, views):
                 self.state[p][name] = view
             bucket.flat_state[name] = flat
+            bucket.state_ptrs[name] = [view.data_ptr() for view in views]
         if self._has_step:
             for p in params:
                 step = self.state[p].get("step")
@@ -97,11 +99,14 @@ class NpuFusedOptimizerBase(torch.optim.Optimizer):
             return False
         if not is_combined_tensor_valid(bucket.flat_grad, [p.grad for p in bucket.params]):
             return False
-        return all(
-            self.state[p].get(name) is not None and self.state[p][name].data_ptr() == view.data_ptr()
-            for name, flat in bucket.flat_state.items()
-            for p, view in zip(bucket.params, bucket.views(flat))
-        ) and set(bucket.flat_state) == set(self._state_names(group))
+        if set(bucket.flat_state) != set(self._state_names(group)):
+            return False
+        for name, ptrs in bucket.state_ptrs.items():
+            for p, ptr in zip(bucket.params, ptrs):
+                t = self.state[p].get(name)
+                if t is None or t.data_ptr() != ptr:
+                    return False
+        return True
 
     def _group_buckets(self, index: int, group) -> List[_Bucket]:
         buckets = self._buckets.get(index)
