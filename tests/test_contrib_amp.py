@@ -198,3 +198,14 @@ def test_resume_after_initialize_continues_training(opt_level):
     got = _train(resumed, resumed_opt, "npu", True, steps=4)[-1]
     # O2 restores masters from the float16 weights (the checkpoint holds no float32 copy): close, not equal.
     assert got == pytest.approx(expected, abs=1e-6 if opt_level == "O1" else 2e-2)
+
+
+def test_disabled_amp_changes_nothing():
+    model = _model().npu()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert amp.initialize(model, enabled=False) is model
+    model2, opt2 = amp.initialize(model, opt, opt_level="O2", enabled=False)
+    assert model2 is model and opt2 is opt and model[0].weight.dtype == torch.float32
+    loss = torch.tensor(2.0, device="npu")
+    with amp.scale_loss(loss, opt) as scaled:
+        assert scaled is loss

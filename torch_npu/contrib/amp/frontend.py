@@ -144,7 +144,7 @@ def initialize(models, optimizers=None, enabled: bool = True, opt_level: str = "
     _amp_state.verbosity = verbosity
     _amp_state.initialized = True
     if not enabled:
-        return models, optimizers
+        return models if optimizers is None else (models, optimizers)
 
     for model in model_list:
         model._npu_amp_initialized = True
