@@ -1,5 +1,7 @@
 """torch.npu: the device module for npu (mirrors torch.cuda's API)."""
 
+import sys as _sys
+
 from torch_npu.npu.device import (
     current_device,
     device,
@@ -78,6 +80,18 @@ def get_amp_supported_dtype():
     import torch
 
     return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 is supported on every npu (the software NPU computes it natively)."""
+    return is_available()
+
+
+from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)
+
+# `import torch.npu.amp` / `from torch.npu.amp import GradScaler` find this module instead of loading a
+# second copy under another name.
+_sys.modules.setdefault("torch.npu.amp", amp)
 
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,205 @@
+"""NpuFused optimizers: equal to torch.optim (Lamb: to a reference written here) after several steps,
+state_dict compatible both ways, combined buffers, and a step whose device-op count does not grow with
+the number of parameters."""
+
+import copy
+import io
+
+import pytest
+import torch
+
+from torch_npu.optim import (NpuFusedAdadelta, NpuFusedAdam, NpuFusedAdamW, NpuFusedLamb, NpuFusedRMSprop,
+                             NpuFusedSGD)
+from torch_npu.utils import is_combined_tensor_valid, npu_combine_tensors
+
+STEPS = 6
+
+CASES = [
+    ("sgd", NpuFusedSGD, torch.optim.SGD, dict(lr=0.1)),
+    ("sgd_momentum_wd", NpuFusedSGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9, weight_decay=1e-2)),
+    ("sgd_nesterov", NpuFusedSGD, torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3)),
+    ("sgd_dampening", NpuFusedSGD, torch.optim.SGD, dict(lr=0.1, momentum=0.8, dampening=0.3)),
+    ("adam", NpuFusedAdam, torch.optim.Adam, dict(lr=1e-2)),
+    ("adam_wd_amsgrad", NpuFusedAdam, torch.optim.Adam, dict(lr=1e-2, weight_decay=1e-2, amsgrad=True)),
+    ("adamw", NpuFusedAdamW, torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.1)),
+    ("adadelta", NpuFusedAdadelta, torch.optim.Adadelta, dict(lr=1.0, weight_decay=1e-2)),
+    ("rmsprop", NpuFusedRMSprop, torch.optim.RMSprop, dict(lr=1e-2)),
+    ("rmsprop_centered_momentum", NpuFusedRMSprop, torch.optim.RMSprop, dict(lr=1e-2, momentum=0.5, centered=True)),
+]
+
+
+def _model(layers=2, seed=0):
+    torch.manual_seed(seed)
+    mods = []
+    for _ in range(layers - 1):
+        mods += [torch.nn.Linear(6, 6), torch.nn.Tanh()]
+    return torch.nn.Sequential(*mods, torch.nn.Linear(6, 3))
+
+
+def _batches(n=STEPS):
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g)) for _ in range(n)]
+
+
+def _train(model, opt, batches, device):
+    for x, y in batches:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x.to(device)), y.to(device)).backward()
+        opt.step()
+
+
+def _assert_params_close(a, b, tol=1e-6):
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name,fused_cls,ref_cls,kwargs", CASES, ids=[c[0] for c in CASES])
+def test_fused_equals_torch_optim(name, fused_cls, ref_cls, kwargs):
+    ref = _model()
+    model = copy.deepcopy(ref).npu()
+    batches = _batches()
+    _train(model, fused_cls(model.parameters(), **kwargs), batches, "npu")
+    _train(ref, ref_cls(ref.parameters(), **kwargs), batches, "cpu")
+    _assert_params_close(model, ref)
+
+
+@pytest.mark.parametrize("name,fused_cls,ref_cls,kwargs", CASES, ids=[c[0] for c in CASES])
+def test_state_dict_interchanges_with_torch_optim(name, fused_cls, ref_cls, kwargs):
+    batches = _batches(4)
+    # Fused for 2 steps -> save -> torch.optim continues for 2 steps, and the other way round;
+    # both must match 4 steps of torch.optim alone.
+    ref = _model()
+    _train(ref, ref_cls(ref.parameters(), **kwargs), batches, "cpu")
+    for first_cls, second_cls, device in ((fused_cls, ref_cls, "npu"), (ref_cls, fused_cls, "npu")):
+        model = _model().to(device)
+        first = first_cls(model.parameters(), **kwargs)
+        _train(model, first, batches[:2], device)
+        buf = io.BytesIO()
+        torch.save({"model": model.state_dict(), "optim": first.state_dict()}, buf)
+        buf.seek(0)
+        saved = torch.load(buf, map_location=device)
+        model2 = _model(seed=5).to(device)
+        model2.load_state_dict(saved["model"])
+        second = second_cls(model2.parameters(), **kwargs)
+        second.load_state_dict(saved["optim"])
+        _train(model2, second, batches[2:], device)
+        _assert_params_close(model2, ref)
+
+
+def _lamb_reference(params, grads, states, step, lr, betas, eps, wd):
+    """LAMB per parameter, written plainly (one parameter at a time, float64)."""
+    b1, b2 = betas
+    for p, g, s in zip(params, grads, states):
+        s["m"] = b1 * s["m"] + (1 - b1) * g
+        s["v"] = b2 * s["v"] + (1 - b2) * g * g
+        m_hat = s["m"] / (1 - b1**step)
+        v_hat = s["v"] / (1 - b2**step)
+        update = m_hat / (v_hat.sqrt() + eps) + wd * p
+        w_norm, u_norm = p.norm(), update.norm()
+        trust = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+        p -= lr * trust * update
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.01])
+def test_lamb_matches_reference(wd):
+    model = _model().npu()
+    ref_params = [p.detach().cpu().double().clone() for p in model.parameters()]
+    states = [{"m": torch.zeros_like(p), "v": torch.zeros_like(p)} for p in ref_params]
+    opt = NpuFusedLamb(model.parameters(), lr=0.02, weight_decay=wd)
+    for step, (x, y) in enumerate(_batches(), start=1):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x.npu()), y.npu()).backward()
+        grads = [p.grad.detach().cpu().double() for p in model.parameters()]
+        # The reference gradient is the one the optimizer sees (both start from the same weights each step).
+        ref_params = [p.detach().cpu().double().clone() for p in model.parameters()]
+        opt.step()
+        _lamb_reference(ref_params, grads, states, step, 0.02, (0.9, 0.999), 1e-6, wd)
+        for p, r in zip(model.parameters(), ref_params):
+            torch.testing.assert_close(p.detach().cpu().double(), r, rtol=1e-5, atol=1e-6)
+
+
+def test_lamb_trust_ratio_is_per_parameter():
+    # Two parameters with very different scales: a global ratio would move them alike.
+    a = torch.nn.Parameter(torch.full((4,), 10.0, device="npu"))
+    b = torch.nn.Parameter(torch.full((4,), 0.01, device="npu"))
+    opt = NpuFusedLamb([a, b], lr=0.1)
+    (a.sum() + b.sum()).backward()
+    opt.step()
+    # update u = m_hat/(sqrt(v_hat)+eps) ~ 1 per element, so |delta| = lr * ||w|| / ||u|| ~ lr * |w|.
+    torch.testing.assert_close((10.0 - a.detach()).cpu(), torch.full((4,), 1.0), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close((0.01 - b.detach()).cpu(), torch.full((4,), 1e-3), rtol=1e-3, atol=1e-6)
+
+
+def test_parameters_gradients_and_state_live_in_combined_buffers():
+    model = _model(3).npu()
+    opt = NpuFusedAdam(model.parameters(), lr=1e-2)
+    _train(model, opt, _batches(2), "npu")
+    params = list(model.parameters())
+    (bucket,) = opt._buckets[0]
+    assert is_combined_tensor_valid(bucket.flat_param, params)
+    assert is_combined_tensor_valid(bucket.flat_grad, [p.grad for p in params])
+    assert is_combined_tensor_valid(bucket.flat_state["exp_avg"], [opt.state[p]["exp_avg"] for p in params])
+    opt.zero_grad()  # zeroes the buffer in place instead of dropping the gradients
+    assert is_combined_tensor_valid(bucket.flat_grad, [p.grad for p in params])
+    assert bucket.flat_grad.abs().sum().item() == 0
+
+
+def _step_device_ops(layers):
+    model = _model(layers).npu()
+    opt = NpuFusedSGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    _train(model, opt, _batches(2), "npu")  # combine first
+    torch.npu.synchronize()
+    torch.npu.op_stats(reset=True)
+    opt.step()
+    torch.npu.synchronize()
+    return sum(sum(v.values()) for v in torch.npu.op_stats(reset=True).values())
+
+
+def test_device_ops_per_step_do_not_grow_with_parameter_count():
+    few, many = _step_device_ops(2), _step_device_ops(8)
+    assert few == many, f"{few} device ops for 4 parameters but {many} for 16"
+    assert few <= 4
+
+
+def test_recombines_after_module_to_and_keeps_training_correctly():
+    ref = _model()
+    model = copy.deepcopy(ref).npu()
+    batches = _batches()
+    opt = NpuFusedSGD(model.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    _train(model, opt, batches[:3], "npu")
+    _train(ref, ref_opt, batches[:3], "cpu")
+    model.to("npu:1")  # replaces every parameter's storage
+    for p in model.parameters():
+        p.grad = None
+    for s in opt.state.values():
+        s["momentum_buffer"] = s["momentum_buffer"].to("npu:1")
+    _train(model, opt, batches[3:], "npu:1")
+    _train(ref, ref_opt, batches[3:], "cpu")
+    _assert_params_close(model, ref)
+
+
+def test_npu_combine_tensors_keeps_values_and_identity():
+    tensors = [torch.randn(3, 2).npu(), torch.randn(5).npu()]
+    values = [t.cpu() for t in tensors]
+    ids = [id(t) for t in tensors]
+    flat = npu_combine_tensors(tensors)
+    assert flat.numel() == 11 and [id(t) for t in tensors] == ids
+    assert all(torch.equal(t.cpu(), v) for t, v in zip(tensors, values))
+    flat.mul_(2)  # one op updates every tensor
+    assert all(torch.equal(t.cpu(), 2 * v) for t, v in zip(tensors, values))
+    with pytest.raises(ValueError, match="share device and dtype"):
+        npu_combine_tensors([torch.ones(2).npu(), torch.ones(2, dtype=torch.float64).npu()])
+
+
+@pytest.mark.parametrize("cls,kwargs,message", [
+    (NpuFusedSGD, dict(lr=-1.0), "learning rate"),
+    (NpuFusedSGD, dict(lr=0.1, nesterov=True), "nesterov"),
+    (NpuFusedAdam, dict(betas=(1.0, 0.9)), "betas"),
+    (NpuFusedLamb, dict(weight_decay=-1.0), "weight_decay"),
+    (NpuFusedRMSprop, dict(momentum=-1.0), "momentum"),
+    (NpuFusedAdadelta, dict(rho=2.0), "rho"),
+])
+def test_bad_arguments_raise_clear_errors(cls, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        cls(_model().npu().parameters(), **kwargs)
