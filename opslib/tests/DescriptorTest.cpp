@@ -1,6 +1,7 @@
 // DescriptorTest.cpp - tensor / scalar / int-array descriptors: copies, defaults, invalid input and
 // the ACL-style accessors.
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "OpsTestUtil.h"
@@ -93,6 +94,29 @@ TEST(DescriptorTest, InvalidTensorsAreRejectedWithAReason) {
   EXPECT_EQ(std::string(aclnnGetRecentErrMsg()), "aclCreateTensor: negative offset -3");
   EXPECT_EQ(aclCreateTensor(ok, 1, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, nullptr, 1, nullptr), nullptr);
   EXPECT_EQ(std::string(aclnnGetRecentErrMsg()), "aclCreateTensor: storageDims is NULL but storageDimsNum is 1");
+}
+
+TEST(DescriptorTest, TensorListOwnsItsTensorsAndAllowsNullEntries) {
+  std::vector<int64_t> dims = {2, 3};
+  int dummy = 0;
+  const aclTensor* entries[3] = {
+      aclCreateTensor(dims.data(), dims.size(), ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, nullptr, 0, &dummy),
+      nullptr,  // an absent optional tensor
+      aclCreateTensor(dims.data(), 1, ACL_INT64, nullptr, 0, ACL_FORMAT_ND, nullptr, 0, &dummy)};
+  aclTensorList* list = aclCreateTensorList(entries, 3);
+  ASSERT_NE(list, nullptr) << aclnnGetRecentErrMsg();
+  uint64_t size = 0;
+  EXPECT_EQ(aclGetTensorListSize(list, &size), ACLNN_SUCCESS);
+  EXPECT_EQ(size, 3u);
+  EXPECT_EQ(aclDestroyTensorList(list), ACLNN_SUCCESS);  // frees the two tensors too (ASan checks)
+
+  EXPECT_EQ(aclCreateTensorList(nullptr, 2), nullptr);
+  EXPECT_NE(std::string(aclnnGetRecentErrMsg()).find("aclCreateTensorList"), std::string::npos);
+  aclTensorList* empty = aclCreateTensorList(nullptr, 0);
+  ASSERT_NE(empty, nullptr);
+  EXPECT_EQ(aclGetTensorListSize(empty, nullptr), ACLNN_ERR_PARAM_NULLPTR);
+  EXPECT_EQ(aclDestroyTensorList(empty), ACLNN_SUCCESS);
+  EXPECT_EQ(aclDestroyTensorList(nullptr), ACLNN_SUCCESS);
 }
 
 TEST(DescriptorTest, DestroyingNullIsANoOp) {

@@ -1,6 +1,7 @@
 // RegistryTest.cpp - the registry without custom packages: every built-in is found by name with
 // its own entry points, unknown names are NULL, the listing is sorted and complete.
 #include <set>
+#include <string>
 
 #include "OpsTestUtil.h"
 
@@ -39,6 +40,25 @@ TEST_F(RegistryTest, BuiltinsAreFoundByName) {
     EXPECT_EQ(entry->is_custom, 0);
     EXPECT_EQ(aclnnFindOp(builtin.name), entry);  // stable
   }
+}
+
+TEST_F(RegistryTest, BuiltinRegistrationIsRefusedOnceTheRegistryIsAssembled) {
+  ASSERT_NE(aclnnFindOp("aclnnAdd"), nullptr);  // the first lookup assembles the registry
+  void* gws = reinterpret_cast<void*>(&aclnnAddGetWorkspaceSize);
+  void* launch = reinterpret_cast<void*>(&aclnnAdd);
+  EXPECT_EQ(aclnnRegisterBuiltinOp("aclnnLateOp", gws, launch), ACLNN_ERR_INNER);
+  EXPECT_NE(std::string(aclnnGetRecentErrMsg()).find("after the op registry was assembled"),
+            std::string::npos)
+      << aclnnGetRecentErrMsg();
+  EXPECT_EQ(aclnnFindOp("aclnnLateOp"), nullptr);
+  EXPECT_EQ(aclnnRegisterBuiltinOp(nullptr, gws, launch), ACLNN_ERR_PARAM_NULLPTR);
+  EXPECT_EQ(aclnnRegisterBuiltinOp("aclnnX", nullptr, launch), ACLNN_ERR_PARAM_NULLPTR);
+}
+
+TEST_F(RegistryTest, SetRecentErrMsgIsWhatPackagesReportWith) {
+  EXPECT_EQ(aclnnSetRecentErrMsg(ACLNN_ERR_PARAM_INVALID, "aclnnMine: bad dim 7"),
+            ACLNN_ERR_PARAM_INVALID);
+  EXPECT_STREQ(aclnnGetRecentErrMsg(), "aclnnMine: bad dim 7");
 }
 
 TEST_F(RegistryTest, UnknownNamesAreNull) {
