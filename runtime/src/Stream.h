@@ -2,6 +2,7 @@
 #ifndef NPU_RUNTIME_SRC_STREAM_H_
 #define NPU_RUNTIME_SRC_STREAM_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -64,6 +65,8 @@ class Stream {
   std::deque<Task> queue_;
   std::deque<std::pair<uint64_t, std::shared_ptr<EventRecord>>> markers_;  // (task count, record)
   uint64_t enqueued_ = 0;
+  // enqueued_, readable without mu_: the idle worker polls it briefly before sleeping.
+  std::atomic<uint64_t> enqueued_hint_{0};
   uint64_t completed_ = 0;
   bool stopping_ = false;
   std::optional<std::string> first_error_;
