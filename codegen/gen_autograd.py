@@ -104,6 +104,15 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
                 saved_tensors.append((rn, f"output{i}"))
             else:
                 L.append(f'    ctx->saved_data["{rn}"] = (*int_outputs)[{sum(1 for t in out_is_tensor[:i] if not t)}];')
+    # Which arguments want a gradient, by argument position (ctx->needs_input_grad counts only the
+    # tensors actually passed, which shifts with absent optional tensors).
+    bits = []
+    for i, a in enumerate(args):
+        if is_tensor_type(a.type):
+            bits.append(f"(int64_t({a.name}.requires_grad()) << {i})")
+        elif is_optional_tensor_type(a.type):
+            bits.append(f"(int64_t({a.name}.has_value() && {a.name}->requires_grad()) << {i})")
+    L.append(f'    ctx->saved_data["needs_grad"] = int64_t({" | ".join(bits) or "0"});')
     save_exprs = []
     for name, kind in saved_tensors:
         if kind == "tensor":
@@ -135,6 +144,7 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
     for i, rn in enumerate(result_names):
         if rn in used and not out_is_tensor[i]:
             L.append(f'    int64_t {rn} = ctx->saved_data["{rn}"].toInt();')
+    L.append('    const int64_t needs_grad = ctx->saved_data["needs_grad"].toInt();')
     L.append(f"    torch::autograd::variable_list grad_inputs({len(args) + 1});  // + int_outputs")
     index = {a.name: i for i, a in enumerate(args)}
     for inputs, expr in d.formulas:
@@ -142,7 +152,7 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
             t = args[index[inp]].type
             if not (is_tensor_type(t) or is_optional_tensor_type(t)):
                 raise CodegenError(f"{where}: '{inp}' is not a Tensor argument; it has no gradient")
-        need = " || ".join(f"ctx->needs_input_grad({index[i]})" for i in inputs)
+        need = " || ".join(f"(needs_grad >> {index[i]} & 1)" for i in inputs)
         L.append(f"    if ({need}) {{")
         if len(inputs) == 1:
             L.append(f"      grad_inputs[{index[inputs[0]]}] = {expr};")
