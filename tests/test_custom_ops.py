@@ -191,3 +191,19 @@ def test_roi_align(end_mode):
     x = torch.arange(1, 37, dtype=torch.float32).view(1, 1, 6, 6)
     ex = torch_npu.npu_roi_align(x.to(NPU), torch.tensor([[0, -2.0, -2.0, 22.0, 22.0]], device=NPU), 0.25, 3, 3, 2, 0)
     close(ex, torch.tensor([[[[4.5, 6.5, 8.5], [16.5, 18.5, 20.5], [28.5, 30.5, 32.5]]]]))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_worked_example(approximate):
+    """The op added in docs/op_development.md: yaml entry + GeluKernelNpu.cpp + a derivatives.yaml line."""
+    x = torch.randn(4, 5) * 2
+    ref_fn = lambda a: torch.nn.functional.gelu(a, approximate=approximate)  # noqa: E731
+    check_fwd_bwd(lambda a: torch_npu.npu_gelu(a, approximate=approximate), ref_fn, x)
+    close(torch.ops.npu.npu_gelu(x.to(NPU), approximate=approximate), ref_fn(x))
+    close(x.to(NPU).npu_gelu(approximate=approximate), ref_fn(x))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a: torch_npu.npu_gelu(a, approximate=approximate) * 2, backend="eager",
+                             fullgraph=True)
+    close(compiled(x.to(NPU)), ref_fn(x) * 2)
+    with pytest.raises(ValueError, match="approximate must be"):
+        torch_npu.npu_gelu(x.to(NPU), approximate="fast")

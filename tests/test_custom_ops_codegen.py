@@ -90,3 +90,14 @@ def test_derivative_for_unknown_argument(tree):
     edit(d, "  self: npu_swiglu_backward(grad, self, dim)", "  selff: npu_swiglu_backward(grad, self, dim)")
     r = run_gen(tree)
     assert r.returncode == 1 and "derivatives.yaml:" in r.stderr and "'selff' is not an argument" in r.stderr
+
+
+def test_supported_ops_doc_is_current(tmp_path):
+    """docs/supported_ops.md is what `make supported-ops` writes for the installed build (run it after adding ops)."""
+    out = tmp_path / "supported_ops.md"
+    r = subprocess.run([sys.executable, os.path.join(REPO, "codegen", "supported_ops.py"), "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(REPO, "docs", "supported_ops.md"), encoding="utf-8") as f:
+        assert f.read() == out.read_text(), "docs/supported_ops.md is stale: run `make supported-ops`"
+    assert "| `npu_gelu` |" in out.read_text()
