@@ -2,7 +2,8 @@
 
     python -m codegen.gen --source-root . --out-dir build/generated
 
-Writes, under --out-dir: csrc/aten/NpuNativeFunctions.h (adapter declarations), csrc/custom/NpuCustomOps.h
+Writes, under --out-dir: csrc/aten/NpuNativeFunctions.h and csrc/custom/NpuCustomFunctions.h (adapter
+declarations), csrc/custom/NpuCustomOps.h
 (typed calls of torch.ops.npu.*), RegisterNpuGenerated.cpp (ATen and npu registrations, Meta kernels),
 NpuAutogradGenerated.cpp (autograd Functions) and _op_bindings.py (Python functions / Tensor methods).
 Files whose content did not change are left untouched, so nothing recompiles needlessly.
@@ -17,7 +18,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from codegen.gen_autograd import gen_autograd  # noqa: E402
-from codegen.gen_cpp import check_adapters, gen_declarations, gen_ops_header, gen_registrations  # noqa: E402
+from codegen.gen_cpp import (check_adapters, gen_custom_declarations, gen_declarations, gen_ops_header,  # noqa: E402
+                             gen_registrations)  # noqa: E402
 from codegen.gen_python import gen_python  # noqa: E402
 from codegen.model import CodegenError, load_config, load_derivatives  # noqa: E402
 
@@ -41,6 +43,7 @@ def generate(source_root: str, out_dir: str) -> None:
     check_adapters(cfg, source_root)
     outputs = {
         "csrc/aten/NpuNativeFunctions.h": gen_declarations(cfg, CONFIG),
+        "csrc/custom/NpuCustomFunctions.h": gen_custom_declarations(cfg, CONFIG),
         "csrc/custom/NpuCustomOps.h": gen_ops_header(cfg, CONFIG),
         "RegisterNpuGenerated.cpp": gen_registrations(cfg, CONFIG),
         "NpuAutogradGenerated.cpp": gen_autograd(cfg, f"{CONFIG} and {DERIVATIVES}", DERIVATIVES),

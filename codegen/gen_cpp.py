@@ -75,23 +75,34 @@ def check_adapters(cfg: Config, source_root: str) -> None:
                     f"{native_signature(c.schema, fn)}")
 
 
-def gen_declarations(cfg: Config, src: str) -> str:
-    lines = [HEADER_NOTE.format(src=src) + "// Declarations of the npu adapters (ATen ops and torch_npu ops).",
+def _decl_header(cfg: Config, src: str, what: str, body: list[str]) -> str:
+    lines = [HEADER_NOTE.format(src=src) + f"// Declarations of the npu adapters of {what}.",
              "#pragma once", "",
              "#include <ATen/core/Tensor.h>", "#include <c10/core/Scalar.h>", "#include <c10/core/Storage.h>",
              "#include <c10/core/Stream.h>", "", f"namespace {cfg.cpp_namespace} {{", ""]
+    return "\n".join(lines + body + ["", f"}}  // namespace {cfg.cpp_namespace}", ""])
+
+
+def gen_declarations(cfg: Config, src: str) -> str:
+    """csrc/aten/NpuNativeFunctions.h: the ATen adapters (a new custom op does not touch it, so adding one
+    recompiles only csrc/custom/)."""
+    body = []
     for e in cfg.supported:
         if not e.generic:
-            lines.append(f"// {e.func}")
-            lines.append(native_signature(e.schema, e.impl, e.const_mutable_refs) + ";")
-    lines.append("")
-    lines.append("// torch_npu ops (torch.ops.npu.*): the adapter, also the Meta kernel unless a separate one is named.")
+            body.append(f"// {e.func}")
+            body.append(native_signature(e.schema, e.impl, e.const_mutable_refs) + ";")
+    return _decl_header(cfg, src, "ATen ops", body)
+
+
+def gen_custom_declarations(cfg: Config, src: str) -> str:
+    """csrc/custom/NpuCustomFunctions.h: torch_npu's ops; the adapter is also the Meta kernel unless `meta:`
+    names a separate one."""
+    body = []
     for c in cfg.custom:
-        lines.append(native_signature(c.schema, c.name) + ";")
+        body.append(native_signature(c.schema, c.name) + ";")
         if c.meta:
-            lines.append(native_signature(c.schema, c.meta) + ";")
-    lines += ["", f"}}  // namespace {cfg.cpp_namespace}", ""]
-    return "\n".join(lines)
+            body.append(native_signature(c.schema, c.meta) + ";")
+    return _decl_header(cfg, src, "torch_npu's ops (torch.ops.npu.*)", body)
 
 
 def gen_ops_header(cfg: Config, src: str) -> str:
@@ -120,7 +131,8 @@ def gen_registrations(cfg: Config, src: str) -> str:
     ns = cfg.cpp_namespace
     out = [HEADER_NOTE.format(src=src) + "// Registers the npu kernels of ATen ops and defines torch_npu's ops.",
            "#include <torch/library.h>", "",
-           '#include "csrc/aten/NpuNativeFunctions.h"', '#include "csrc/framework/GenericExecutor.h"', "",
+           '#include "csrc/aten/NpuNativeFunctions.h"', '#include "csrc/custom/NpuCustomFunctions.h"',
+           '#include "csrc/framework/GenericExecutor.h"', "",
            f"namespace {ns} {{", "namespace {", "",
            "torch::CppFunction genericExecutor() {",
            "  return torch::CppFunction::makeFromBoxedFunction<&npuBoxedFallback>();", "}", "",

@@ -43,6 +43,8 @@ def test_generates_everything(tree):
     autograd = (tree / "out" / "NpuAutogradGenerated.cpp").read_text()
     assert "TORCH_LIBRARY_IMPL(npu, AutogradPrivateUse1, m)" in autograd and "NpuRmsNormFunction" in autograd
     decls = (tree / "out" / "csrc" / "aten" / "NpuNativeFunctions.h").read_text()
+    assert "npu_rms_norm" not in decls
+    assert "npu_rms_norm(" in (tree / "out" / "csrc" / "custom" / "NpuCustomFunctions.h").read_text()
     assert "at::Tensor & add_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, " \
            "at::Tensor & out);" in decls
     # Mutable tensors declared const where native_functions.yaml says so (resize_).

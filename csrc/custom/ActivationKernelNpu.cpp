@@ -8,7 +8,7 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sum.h>
 
-#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
 
 namespace at_npu::native {

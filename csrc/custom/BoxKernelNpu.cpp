@@ -9,7 +9,7 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
 
-#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
 
 namespace at_npu::native {

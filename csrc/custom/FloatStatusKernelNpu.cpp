@@ -3,7 +3,7 @@
 // saturation counters, so the register reads zero; the ops keep scripts that use them running.
 #include <ATen/ops/zeros.h>
 
-#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
 
 namespace at_npu::native {

@@ -12,7 +12,7 @@
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/sum.h>
 
-#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/custom/CustomOpUtils.h"
 

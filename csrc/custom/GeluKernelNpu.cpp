@@ -4,7 +4,7 @@
 #include <ATen/ops/erf.h>
 #include <ATen/ops/tanh.h>
 
-#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
 
 namespace at_npu::native {

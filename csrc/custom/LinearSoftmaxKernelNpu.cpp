@@ -6,7 +6,7 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/triu.h>
 
-#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
 
 namespace at_npu::native {

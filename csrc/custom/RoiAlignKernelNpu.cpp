@@ -6,7 +6,7 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 
-#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
 
 namespace at_npu::native {

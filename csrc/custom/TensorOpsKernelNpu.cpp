@@ -7,7 +7,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/where.h>
 
-#include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
 
 namespace at_npu::native {

@@ -1,6 +1,7 @@
 """PyTorch's OpInfo database run on npu: every op's outputs (float32, float16) and gradients (float32) against CPU.
 
-Samples are built on the CPU and copied to the npu, so both devices see the same inputs. Known gaps are listed,
+Samples are built on the npu (as PyTorch builds them for a device: arguments that must stay on the CPU stay
+there) and copied to the CPU, so both devices see the same inputs. Known gaps are listed,
 with reasons, in expected_failures.yaml. By default (CI) a representative slice of ops runs; NPU_CONFORMANCE=all
 (`make conformance`) runs the whole op_db.
 """
@@ -45,10 +46,10 @@ def _load_expected_failures():
 EXPECTED_FAILURES = _load_expected_failures()
 
 
-def _to_npu(sample, keep_grad):
+def _to_cpu(sample, keep_grad):
     def move(t):
         if isinstance(t, torch.Tensor):
-            out = t.detach().to("npu")
+            out = t.detach().to("cpu")
             return out.requires_grad_(True) if keep_grad and t.requires_grad else out
         return t
 
@@ -85,13 +86,13 @@ class TestCommon(TestCase):
     def test_compare_cpu(self, device, dtype, op):
         def body():
             ran = 0
-            for sample in op.sample_inputs("cpu", dtype):
+            for sample in op.sample_inputs(device, dtype):
                 if ran == MAX_SAMPLES:
                     break
-                npu_sample = _to_npu(sample, keep_grad=False)
-                expected = sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
-                actual = npu_sample.output_process_fn_grad(op(npu_sample.input, *npu_sample.args,
-                                                              **npu_sample.kwargs))
+                cpu_sample = _to_cpu(sample, keep_grad=False)
+                expected = cpu_sample.output_process_fn_grad(op(cpu_sample.input, *cpu_sample.args,
+                                                                **cpu_sample.kwargs))
+                actual = sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
                 self.assertEqual(actual, expected, exact_device=False, **_tolerance(dtype))
                 ran += 1
 
@@ -114,13 +115,13 @@ class TestCommon(TestCase):
 
         def body():
             ran = 0
-            for sample in op.sample_inputs("cpu", dtype, requires_grad=True):
+            for sample in op.sample_inputs(device, dtype, requires_grad=True):
                 if ran == MAX_SAMPLES:
                     break
-                grad_out, expected = grads(sample, None)
+                grad_out, expected = grads(_to_cpu(sample, keep_grad=True), None)
                 if expected is None:
                     continue
-                _, actual = grads(_to_npu(sample, keep_grad=True), grad_out)
+                _, actual = grads(sample, grad_out)
                 self.assertEqual(actual, expected, exact_device=False, **_tolerance(dtype))
                 ran += 1
 
