@@ -6,7 +6,7 @@ DEPS_STAMP := $(VENV)/.deps-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
-.PHONY: all build test test-cpp test-python demo bench system-deps clean
+.PHONY: all build test test-cpp test-python demo bench system-deps clean conformance supported-ops
 
 all: build
 
@@ -40,6 +40,14 @@ test-python: build
 	cd tests && ../$(VPY) -m pytest -q -p no:cacheprovider .
 
 test: test-cpp test-python
+
+# PyTorch's OpInfo tests on npu, every op (test-python runs a representative slice); prints the counts.
+conformance: build
+	cd tests && NPU_CONFORMANCE=all PYTORCH_PRINT_REPRO_ON_FAILURE=0 ../$(VPY) -m pytest -q -p no:cacheprovider conformance/
+
+# docs/supported_ops.md from the dispatcher registry of the installed build.
+supported-ops: build
+	cd tests && ../$(VPY) ../codegen/supported_ops.py --out ../docs/supported_ops.md
 
 demo: build
 	$(VPY) examples/train_demo.py

@@ -44,3 +44,15 @@ def _register_device() -> None:
 
 
 _register_device()
+
+
+def _register_custom_ops() -> None:
+    """torch_npu.npu_xxx functions and Tensor.npu_xxx methods for the ops of npu_native_functions.yaml."""
+    from torch_npu import _op_bindings
+
+    for name in _op_bindings.__all__:
+        globals()[name] = getattr(_op_bindings, name)
+    _op_bindings.install_tensor_methods()
+
+
+_register_custom_ops()

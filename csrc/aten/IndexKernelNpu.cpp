@@ -93,7 +93,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
 }
 
 #define NPU_SCATTER_KERNEL(fn, overload, Name)                                                    \
-  at::Tensor& fn(const at::Tensor& self, int64_t dim, const at::Tensor& index,                    \
+  at::Tensor& fn##_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,                    \
                  const at::Tensor& src, at::Tensor& out) {                                        \
     if (!indexOnDevice({self, src, out}, index, out.device()) || index.scalar_type() != at::kLong || \
         src.scalar_type() != self.scalar_type() || out.scalar_type() != self.scalar_type()) {     \
@@ -112,8 +112,8 @@ constexpr const char* kScatterSrc[] = {"aten::scatter", "src_out"};
 constexpr const char* kScatterAdd[] = {"aten::scatter_add", "out"};
 }  // namespace
 
-NPU_SCATTER_KERNEL(scatter_src_out, kScatterSrc, aclnnScatter)
-NPU_SCATTER_KERNEL(scatter_add_out, kScatterAdd, aclnnScatterAdd)
+NPU_SCATTER_KERNEL(scatter_src, kScatterSrc, aclnnScatter)
+NPU_SCATTER_KERNEL(scatter_add, kScatterAdd, aclnnScatterAdd)
 #undef NPU_SCATTER_KERNEL
 
 at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,

@@ -1,0 +1,71 @@
+// TensorOpsKernelNpu.cpp - npu_dtype_cast, npu_format_cast, npu_broadcast, npu_confusion_transpose,
+// npu_one_hot, npu_stride_add: layout and type ops composed of ATen ops (they also serve as Meta kernels).
+#include <ATen/ops/_to_copy.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/clone.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/where.h>
+
+#include "csrc/custom/NpuCustomFunctions.h"
+#include "csrc/custom/CustomOpUtils.h"
+
+namespace at_npu::native {
+
+at::Tensor npu_dtype_cast(const at::Tensor& self, at::ScalarType dtype) {
+  // Always a new tensor, even for the same dtype: the schema promises no aliasing.
+  return at::_to_copy(self, dtype);
+}
+
+at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format) {
+  // The software NPU keeps every tensor in ND layout; the private formats (NC1HWC0, FRACTAL_Z,
+  // FRACTAL_NZ...) are accepted so that scripts run, and the data stays as it is.
+  static const int64_t known[] = {-1, 0, 1, 2, 3, 4, 29, 30, 32, 33};
+  bool ok = false;
+  for (int64_t f : known) ok = ok || f == acl_format;
+  TORCH_CHECK_VALUE(ok, "npu_format_cast: unknown acl_format ", acl_format,
+                    "; use 0 (NCHW), 1 (NHWC), 2 (ND), 3 (NC1HWC0), 4 (FRACTAL_Z), 29 (FRACTAL_NZ), "
+                    "30 (NCDHW), 32 (NDC1HWC0) or 33 (FRACTAL_Z_3D)");
+  return at::clone(self, at::MemoryFormat::Contiguous);
+}
+
+at::Tensor npu_broadcast(const at::Tensor& self, at::IntArrayRef size) {
+  return at::clone(self.expand(size), at::MemoryFormat::Contiguous);
+}
+
+at::Tensor npu_confusion_transpose(const at::Tensor& self, at::IntArrayRef perm, at::IntArrayRef shape,
+                                   bool transpose_first) {
+  at::Tensor out = transpose_first ? self.permute(perm).reshape(shape) : self.reshape(shape).permute(perm);
+  return custom::fresh(out.contiguous(), self);
+}
+
+at::Tensor npu_one_hot(const at::Tensor& self, int64_t num_classes, int64_t depth,
+                       const at::Scalar& on_value, const at::Scalar& off_value) {
+  // torch_npu's naming: `num_classes` is the axis the new dimension goes to, `depth` its size.
+  TORCH_CHECK_VALUE(depth >= 1, "npu_one_hot: depth must be >= 1, got ", depth);
+  TORCH_CHECK_VALUE(!at::isFloatingType(self.scalar_type()) && !at::isComplexType(self.scalar_type()),
+                    "npu_one_hot: expects integer class indices, got ", self.scalar_type());
+  const int64_t axis = c10::maybe_wrap_dim(num_classes, self.dim() + 1);
+  auto opts = self.options().dtype(at::kFloat);
+  at::Tensor classes = at::arange(depth, self.options().dtype(self.scalar_type()));
+  std::vector<int64_t> shape(self.dim() + 1, 1);
+  shape[axis] = depth;
+  at::Tensor hit = at::eq(self.unsqueeze(axis), classes.view(shape));
+  return at::where(hit, at::full({}, on_value, opts), at::full({}, off_value, opts));
+}
+
+at::Tensor npu_stride_add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& offset1,
+                          const at::Scalar& offset2, const at::Scalar& c1_len) {
+  // Channel blocks of 16 (the C0 of the NC1HWC0 layout): out = self[:, o1*16 : (o1+len)*16] +
+  // other[:, o2*16 : (o2+len)*16].
+  constexpr int64_t kC0 = 16;
+  TORCH_CHECK_VALUE(self.dim() >= 2 && other.dim() >= 2, "npu_stride_add: inputs need a channel dimension (dim 1)");
+  const int64_t o1 = offset1.toLong(), o2 = offset2.toLong(), len = c1_len.toLong();
+  TORCH_CHECK_VALUE(o1 >= 0 && o2 >= 0 && len >= 1 && (o1 + len) * kC0 <= self.size(1) &&
+                        (o2 + len) * kC0 <= other.size(1),
+                    "npu_stride_add: channel blocks out of range: offset1=", o1, " offset2=", o2, " c1_len=", len,
+                    " (16 channels per block) for inputs with ", self.size(1), " and ", other.size(1), " channels");
+  return self.narrow(1, o1 * kC0, len * kC0) + other.narrow(1, o2 * kC0, len * kC0);
+}
+
+}  // namespace at_npu::native
