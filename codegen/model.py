@@ -31,6 +31,8 @@ class AtenEntry:
     line: int
     schema: FunctionSchema | None = None
     const_mutable_refs: bool = False  # native_functions.yaml's use_const_ref_for_mutable_tensors
+    # Structured groups take tensor lists as ITensorListRef in their dispatcher signature (cat.out).
+    ilistref: bool = False
 
 
 @dataclass
@@ -132,7 +134,8 @@ def _parse_aten(section: str, items, lines, path: str, aten: dict[str, dict]) ->
             func=func, impl="" if generic else str(item.get("impl") or default_impl_name(func)), generic=generic,
             device_op=str(item.get("device_op", "")), line=lines[i],
             schema=FunctionSchema.parse(aten[func]["func"]),
-            const_mutable_refs=bool(aten[func].get("use_const_ref_for_mutable_tensors", False))))
+            const_mutable_refs=bool(aten[func].get("use_const_ref_for_mutable_tensors", False)),
+            ilistref=bool(aten[func].get("structured", False) or "structured_delegate" in aten[func])))
     return out
 
 

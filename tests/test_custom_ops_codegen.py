@@ -37,7 +37,7 @@ def test_generates_everything(tree):
     assert r.returncode == 0, r.stderr
     reg = (tree / "out" / "RegisterNpuGenerated.cpp").read_text()
     assert 'm.impl("add.out", TORCH_FN(add_out));' in reg
-    assert 'm.impl("convolution", genericExecutor());' in reg
+    assert 'm.impl("cat.out", TORCH_FN(cat_out));' in reg
     assert 'm.def("npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)");' in reg
     assert 'm.impl("npu_nms_v4", TORCH_FN(npu_nms_v4_meta));' in reg
     autograd = (tree / "out" / "NpuAutogradGenerated.cpp").read_text()
@@ -47,10 +47,20 @@ def test_generates_everything(tree):
     assert "npu_rms_norm(" in (tree / "out" / "csrc" / "custom" / "NpuCustomFunctions.h").read_text()
     assert "at::Tensor & add_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, " \
            "at::Tensor & out);" in decls
+    # Structured groups take tensor lists as the dispatcher does (ITensorListRef), others as TensorList.
+    assert "at::Tensor & cat_out(const at::ITensorListRef & tensors, int64_t dim, at::Tensor & out);" in decls
     # Mutable tensors declared const where native_functions.yaml says so (resize_).
     assert "const at::Tensor & resize_(const at::Tensor & self" in decls
     py = (tree / "out" / "_op_bindings.py").read_text()
     assert "def npu_rms_norm(self, gamma, epsilon=1e-06):" in py
+
+
+def test_generic_route(tree):
+    # `generic: true` sends an op (e.g. one whose default kernel only throws) to the generic executor.
+    edit(tree / "config" / "npu_native_functions.yaml", "  - zero_\n", "  - zero_\n  - {func: flip, generic: true}\n")
+    r = run_gen(tree)
+    assert r.returncode == 0, r.stderr
+    assert 'm.impl("flip", genericExecutor());' in (tree / "out" / "RegisterNpuGenerated.cpp").read_text()
 
 
 def test_unknown_aten_op(tree):
