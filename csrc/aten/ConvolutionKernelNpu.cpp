@@ -19,12 +19,6 @@ bool convOnDevice(const at::Tensor& input, const at::Tensor& weight, const at::T
          weight.scalar_type() == input.scalar_type();
 }
 
-// Per spatial dim: stride, padding, dilation and output_padding lists may hold one value for all.
-int64_t at_or_first(at::IntArrayRef v, size_t i, int64_t fallback) {
-  if (v.empty()) return fallback;
-  return v.size() == 1 ? v[0] : v[i];
-}
-
 std::vector<int64_t> convOutputShape(const at::Tensor& input, const at::Tensor& weight,
                                      at::IntArrayRef stride, at::IntArrayRef padding,
                                      at::IntArrayRef dilation, bool transposed,
@@ -46,11 +40,11 @@ std::vector<int64_t> convOutputShape(const at::Tensor& input, const at::Tensor& 
   std::vector<int64_t> shape{input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
   for (int64_t d = 2; d < dims; ++d) {
     const size_t i = static_cast<size_t>(d - 2);
-    const int64_t s = at_or_first(stride, i, 1), p = at_or_first(padding, i, 0);
-    const int64_t dil = at_or_first(dilation, i, 1), k = weight.size(d);
+    const int64_t s = perDim(stride, i, 1), p = perDim(padding, i, 0);
+    const int64_t dil = perDim(dilation, i, 1), k = weight.size(d);
     int64_t size;
     if (transposed) {
-      size = (input.size(d) - 1) * s - 2 * p + dil * (k - 1) + at_or_first(output_padding, i, 0) + 1;
+      size = (input.size(d) - 1) * s - 2 * p + dil * (k - 1) + perDim(output_padding, i, 0) + 1;
     } else {
       const int64_t span = dil * (k - 1) + 1;
       TORCH_CHECK(input.size(d) + 2 * p >= span, "Calculated padded input size per channel: (",

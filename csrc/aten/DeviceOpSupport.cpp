@@ -25,6 +25,16 @@ bool deviceOpsSupport(std::initializer_list<at::Tensor> tensors) {
   return true;
 }
 
+bool onDevice(std::initializer_list<at::Tensor> tensors, const at::Device& device,
+              bool floating_only) {
+  if (!deviceOpsSupport(tensors)) return false;
+  for (const auto& t : tensors) {
+    if (!t.defined()) continue;
+    if (t.device() != device || (floating_only && !at::isFloatingType(t.scalar_type()))) return false;
+  }
+  return true;
+}
+
 at::Tensor deviceOperand(const at::Tensor& t, const at::Device& device, const char* op) {
   if (t.device() == device) return t;
   TORCH_CHECK(t.is_cpu() && t.dim() == 0, "Expected all tensors to be on the same device, but ",

@@ -10,12 +10,25 @@
 #include <initializer_list>
 
 #include "csrc/framework/GenericExecutor.h"
+#include "csrc/framework/OpParamMaker.h"
 
 namespace at_npu::native {
 
 // True when every defined tensor has a dtype the elementwise device ops compute on.
 bool deviceOpsSupport(std::initializer_list<at::Tensor> tensors);
 
+// True when every defined tensor is on `device` with a dtype the device ops take (and a floating
+// one when floating_only): the common precondition of the family adapters.
+bool onDevice(std::initializer_list<at::Tensor> tensors, const at::Device& device,
+              bool floating_only = false);
+// The value of spatial dim i in a stride / padding / dilation / kernel list that may hold one value
+// for all dims, or none (fallback).
+inline int64_t perDim(at::IntArrayRef values, size_t i, int64_t fallback) {
+  if (values.empty()) return fallback;
+  return values.size() == 1 ? values[0] : values[i];
+}
+// A dtype argument of a device op (an aclDataType, passed as int64_t).
+inline int64_t aclType(at::ScalarType type) { return static_cast<int64_t>(toAclDataType(type)); }
 // `t` as an operand on `device`: npu tensors as they are; a CPU scalar becomes a 0-d npu tensor.
 // Any other CPU tensor is an error, as on CUDA.
 at::Tensor deviceOperand(const at::Tensor& t, const at::Device& device, const char* op);

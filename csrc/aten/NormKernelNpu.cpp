@@ -8,15 +8,6 @@
 
 namespace at_npu::native {
 namespace {
-
-bool normOnDevice(std::initializer_list<at::Tensor> tensors, const at::Device& device) {
-  if (!deviceOpsSupport(tensors)) return false;
-  for (const auto& t : tensors) {
-    if (t.defined() && (t.device() != device || !at::isFloatingType(t.scalar_type()))) return false;
-  }
-  return true;
-}
-
 // Statistics are kept in float when the parameters are float and the input is not (mixed
 // precision), otherwise in the input's type: what the CPU kernels produce.
 at::ScalarType statsType(const at::Tensor& input, std::initializer_list<at::Tensor> params) {
@@ -42,7 +33,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     TORCH_CHECK(!t->defined() || t->numel() == channels, "batch_norm: expected a tensor of ",
                 channels, " elements (the input's channels), got ", t->sizes());
   }
-  if (!normOnDevice({input, w, b, rm, rv}, input.device())) {
+  if (!onDevice({input, w, b, rm, rv}, input.device(), /*floating_only=*/true)) {
     auto r = runGeneric("aten::native_batch_norm", "", input, weight, bias, running_mean, running_var,
                         training, momentum, eps);
     return {r[0].toTensor(), r[1].toTensor(), r[2].toTensor()};
@@ -66,7 +57,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
   const at::Tensor w = weight.value_or(at::Tensor());
   const at::Tensor rm = running_mean.value_or(at::Tensor()), rv = running_var.value_or(at::Tensor());
   const at::Tensor sm = save_mean.value_or(at::Tensor()), si = save_invstd.value_or(at::Tensor());
-  if (!normOnDevice({grad_out, input, w, rm, rv, sm, si}, input.device())) {
+  if (!onDevice({grad_out, input, w, rm, rv, sm, si}, input.device(), /*floating_only=*/true)) {
     auto r = runGeneric("aten::native_batch_norm_backward", "", grad_out, input, weight, running_mean,
                         running_var, save_mean, save_invstd, train, eps, output_mask);
     return {r[0].toTensor(), r[1].toTensor(), r[2].toTensor()};
@@ -100,7 +91,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
                 "to be of same shape as normalized_shape, but got shape ", t->sizes(),
                 " and normalized_shape = ", normalized_shape);
   }
-  if (!normOnDevice({input, w, b}, input.device())) {
+  if (!onDevice({input, w, b}, input.device(), /*floating_only=*/true)) {
     auto r = runGeneric("aten::native_layer_norm", "", input, normalized_shape, weight, bias, eps);
     return {r[0].toTensor(), r[1].toTensor(), r[2].toTensor()};
   }
@@ -119,7 +110,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
   const at::Tensor w = weight.value_or(at::Tensor()), b = bias.value_or(at::Tensor());
-  if (!normOnDevice({grad_out, input, mean, rstd, w, b}, input.device())) {
+  if (!onDevice({grad_out, input, mean, rstd, w, b}, input.device(), /*floating_only=*/true)) {
     auto r = runGeneric("aten::native_layer_norm_backward", "", grad_out, input, normalized_shape,
                         mean, rstd, weight, bias, output_mask);
     return {r[0].toTensor(), r[1].toTensor(), r[2].toTensor()};

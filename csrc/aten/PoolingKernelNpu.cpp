@@ -10,20 +10,6 @@
 
 namespace at_npu::native {
 namespace {
-
-bool poolOnDevice(std::initializer_list<at::Tensor> tensors, const at::Device& device) {
-  if (!deviceOpsSupport(tensors)) return false;
-  for (const auto& t : tensors) {
-    if (t.device() != device) return false;
-  }
-  return true;
-}
-
-int64_t pick(at::IntArrayRef v, size_t i, int64_t fallback) {
-  if (v.empty()) return fallback;
-  return v.size() == 1 ? v[0] : v[i];
-}
-
 // N, C (if present), then the two pooled sizes, as the CPU kernels compute them.
 std::vector<int64_t> pooledShape(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                                  at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
@@ -33,10 +19,10 @@ std::vector<int64_t> pooledShape(const at::Tensor& self, at::IntArrayRef kernel,
               "kernel_size must either be a single int, or a tuple of two ints");
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - 2);
   for (size_t i = 0; i < 2; ++i) {
-    const int64_t k = pick(kernel, i, 1);
-    const int64_t s = pick(stride, i, k);
-    const int64_t p = pick(padding, i, 0);
-    const int64_t d = pick(dilation, i, 1);
+    const int64_t k = perDim(kernel, i, 1);
+    const int64_t s = perDim(stride, i, k);
+    const int64_t p = perDim(padding, i, 0);
+    const int64_t d = perDim(dilation, i, 1);
     TORCH_CHECK(k > 0 && s > 0 && d > 0, "kernel size, stride and dilation must be greater than zero");
     TORCH_CHECK(p <= k / 2, "pad should be at most half of effective kernel size, but got pad=", p,
                 ", kernel_size=", k);
@@ -54,7 +40,7 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(
     const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, at::Tensor& out,
     at::Tensor& indices) {
-  if (!poolOnDevice({self, out, indices}, out.device()) || !at::isFloatingType(self.scalar_type())) {
+  if (!onDevice({self, out, indices}, out.device()) || !at::isFloatingType(self.scalar_type())) {
     runGeneric("aten::max_pool2d_with_indices", "out", self, kernel_size, stride, padding, dilation,
                ceil_mode, out, indices);
     return {out, indices};
@@ -73,7 +59,7 @@ at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad_output,
                                                  at::IntArrayRef stride, at::IntArrayRef padding,
                                                  at::IntArrayRef dilation, bool ceil_mode,
                                                  const at::Tensor& indices, at::Tensor& grad_input) {
-  if (!poolOnDevice({grad_output, self, indices, grad_input}, grad_input.device())) {
+  if (!onDevice({grad_output, self, indices, grad_input}, grad_input.device())) {
     runGeneric("aten::max_pool2d_with_indices_backward", "grad_input", grad_output, self,
                kernel_size, stride, padding, dilation, ceil_mode, indices, grad_input);
     return grad_input;
@@ -89,7 +75,7 @@ at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel_size,
                            at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
                            bool count_include_pad, std::optional<int64_t> divisor_override,
                            at::Tensor& out) {
-  if (!poolOnDevice({self, out}, out.device()) || !at::isFloatingType(self.scalar_type()) ||
+  if (!onDevice({self, out}, out.device()) || !at::isFloatingType(self.scalar_type()) ||
       (divisor_override && *divisor_override == 0)) {
     runGeneric("aten::avg_pool2d", "out", self, kernel_size, stride, padding, ceil_mode,
                count_include_pad, divisor_override, out);
@@ -108,7 +94,7 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
                                     at::IntArrayRef padding, bool ceil_mode,
                                     bool count_include_pad, std::optional<int64_t> divisor_override,
                                     at::Tensor& grad_input) {
-  if (!poolOnDevice({grad_output, self, grad_input}, grad_input.device()) ||
+  if (!onDevice({grad_output, self, grad_input}, grad_input.device()) ||
       (divisor_override && *divisor_override == 0)) {
     runGeneric("aten::avg_pool2d_backward", "grad_input", grad_output, self, kernel_size, stride,
                padding, ceil_mode, count_include_pad, divisor_override, grad_input);
@@ -122,7 +108,7 @@ at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
 }
 
 at::Tensor _adaptive_avg_pool2d(const at::Tensor& self, at::IntArrayRef output_size) {
-  if (!poolOnDevice({self}, self.device()) || !at::isFloatingType(self.scalar_type())) {
+  if (!onDevice({self}, self.device()) || !at::isFloatingType(self.scalar_type())) {
     return runGeneric("aten::_adaptive_avg_pool2d", "", self, output_size)[0].toTensor();
   }
   TORCH_CHECK(output_size.size() == 2, "adaptive_avg_pool2d: output_size must be 2");
@@ -137,7 +123,7 @@ at::Tensor _adaptive_avg_pool2d(const at::Tensor& self, at::IntArrayRef output_s
 }
 
 at::Tensor _adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
-  if (!poolOnDevice({grad_output, self}, self.device())) {
+  if (!onDevice({grad_output, self}, self.device())) {
     return runGeneric("aten::_adaptive_avg_pool2d_backward", "", grad_output, self)[0].toTensor();
   }
   c10::DeviceGuard guard(self.device());

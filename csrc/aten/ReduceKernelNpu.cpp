@@ -9,20 +9,6 @@
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
-namespace {
-
-bool onDevice(std::initializer_list<at::Tensor> tensors, const at::Device& device) {
-  if (!deviceOpsSupport(tensors)) return false;
-  for (const auto& t : tensors) {
-    if (t.defined() && t.device() != device) return false;
-  }
-  return true;
-}
-
-int64_t aclType(at::ScalarType type) { return static_cast<int64_t>(toAclDataType(type)); }
-
-}  // namespace
-
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
   if (!onDevice({self, out}, out.device()) || (dtype && *dtype != out.scalar_type())) {

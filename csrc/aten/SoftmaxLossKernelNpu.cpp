@@ -10,24 +10,10 @@
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
-namespace {
-
-bool floatingOnDevice(std::initializer_list<at::Tensor> tensors, const at::Device& device) {
-  if (!deviceOpsSupport(tensors)) return false;
-  for (const auto& t : tensors) {
-    if (t.defined() && (t.device() != device || !at::isFloatingType(t.scalar_type()))) return false;
-  }
-  return true;
-}
-
-int64_t aclType(at::ScalarType type) { return static_cast<int64_t>(toAclDataType(type)); }
-
-}  // namespace
-
 #define NPU_SOFTMAX_KERNELS(fn, Name)                                                              \
   at::Tensor& fn##_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) { \
     const at::ScalarType expected = half_to_float ? at::kFloat : self.scalar_type();               \
-    if (!floatingOnDevice({self, out}, out.device()) || out.scalar_type() != expected) {           \
+    if (!onDevice({self, out}, out.device(), /*floating_only=*/true) || out.scalar_type() != expected) {           \
       runGeneric("aten::" #fn, "out", self, dim, half_to_float, out);                              \
       return out;                                                                                  \
     }                                                                                              \
@@ -40,7 +26,7 @@ int64_t aclType(at::ScalarType type) { return static_cast<int64_t>(toAclDataType
   at::Tensor& fn##_backward_data_out(const at::Tensor& grad_output, const at::Tensor& output,      \
                                      int64_t dim, at::ScalarType input_dtype,                      \
                                      at::Tensor& grad_input) {                                     \
-    if (!floatingOnDevice({grad_output, output, grad_input}, grad_input.device())) {               \
+    if (!onDevice({grad_output, output, grad_input}, grad_input.device(), /*floating_only=*/true)) {               \
       runGeneric("aten::" #fn "_backward_data", "out", grad_output, output, dim, input_dtype,      \
                  grad_input);                                                                      \
       return grad_input;                                                                           \
@@ -63,7 +49,7 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self
                                                           at::Tensor& output,
                                                           at::Tensor& total_weight) {
   const at::Tensor w = weight.value_or(at::Tensor());
-  const bool ok = floatingOnDevice({self, w, output, total_weight}, output.device()) &&
+  const bool ok = onDevice({self, w, output, total_weight}, output.device(), /*floating_only=*/true) &&
                   target.device() == output.device() && target.scalar_type() == at::kLong &&
                   (self.dim() == 1 || self.dim() == 2);
   if (!ok) {
@@ -90,8 +76,7 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
                                   int64_t reduction, int64_t ignore_index,
                                   const at::Tensor& total_weight, at::Tensor& grad_input) {
   const at::Tensor w = weight.value_or(at::Tensor());
-  const bool ok = floatingOnDevice({grad_output, self, w, total_weight, grad_input},
-                                   grad_input.device()) &&
+  const bool ok = onDevice({grad_output, self, w, total_weight, grad_input}, grad_input.device(), /*floating_only=*/true) &&
                   target.device() == grad_input.device() && target.scalar_type() == at::kLong;
   if (!ok) {
     runGeneric("aten::nll_loss_backward", "grad_input", grad_output, self, target, weight,
@@ -107,7 +92,7 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
 
 at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
                          at::Tensor& out) {
-  if (!floatingOnDevice({self, target, out}, out.device())) {
+  if (!onDevice({self, target, out}, out.device(), /*floating_only=*/true)) {
     runGeneric("aten::mse_loss", "out", self, target, reduction, out);
     return out;
   }
@@ -125,7 +110,7 @@ at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64
 at::Tensor& mse_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                   const at::Tensor& target, int64_t reduction,
                                   at::Tensor& grad_input) {
-  if (!floatingOnDevice({grad_output, self, target, grad_input}, grad_input.device())) {
+  if (!onDevice({grad_output, self, target, grad_input}, grad_input.device(), /*floating_only=*/true)) {
     runGeneric("aten::mse_loss_backward", "grad_input", grad_output, self, target, reduction,
                grad_input);
     return grad_input;
