@@ -7,28 +7,23 @@ what profiling shows (see the closing section of docs/benchmarks.md).
 # Keyed by row key; a key without an exact entry falls back to its section's entry.
 _SMALL_OPS = (
     "each npu op does on the calling thread what CPU eager does (dispatch, TensorIterator metadata, "
-    "output allocation; that part costs only ~1–2 us more than on the CPU: torch.empty(16) and a view "
-    "measure so) and then the launch, ~12–18 us here: an op-name lookup in the opslib registry, building the "
-    "elementwise plan and descriptors, a runtime reference acquire/release, and a mutex + condition "
-    "variable hand-off to the stream's worker thread. perf over 1M 16-element adds puts about a quarter "
-    "of all cycles in kernel context switches and futex wake-ups (finish_task_switch, try_to_wake_up) "
-    "and ~8% in pthread mutex/cond calls, against ~1% in the add itself: on 2 shared cores waking the "
-    "worker costs more than the op. TASK_QUEUE_ENABLE=0 (run on the calling thread) is no better, because "
-    "that path still synchronises with the stream per op. Fix (csrc/ + runtime/): a lock-free "
-    "single-producer queue per stream whose producer signals only when the worker is parked (the worker "
-    "spins a few microseconds before sleeping), so a burst of launches makes no syscalls; cache the "
-    "resolved op entry and elementwise plan per (op, dtypes, shapes) so a repeated launch skips lookup and "
-    "planning; hold the runtime reference for the stream's lifetime instead of per call.")
+    "output allocation: ~1–2 us more than on the CPU) and then the launch: the opslib registry lookup, "
+    "the elementwise plan and descriptors, the Python launch site for error messages, a runtime "
+    "reference acquire/release, and the hand-off to the stream's worker thread under a mutex. The worker "
+    "now polls for 50 us before it sleeps, which removed the futex wake-up and context switch per op "
+    "(add went from 12.2 to ~10 us, the launch + sync round trip from 44 to ~22 us); what remains is "
+    "mostly mutex traffic between the two threads and per-launch allocations. Fix (csrc/ + runtime/): a "
+    "lock-free single-producer queue per stream; cache the resolved op entry and elementwise plan per "
+    "(op, dtypes, shapes); hold the runtime reference for the stream's lifetime instead of per call; "
+    "pool the executor and descriptor allocations.")
 
 _NORM = (
-    "F.layer_norm has no npu kernel, so native_layer_norm's CompositeExplicitAutograd decomposition runs "
-    "(reshape + native_batch_norm), and the npu native_batch_norm (csrc/aten/BatchNormKernelNpu.cpp) is "
-    "synchronous: it copies input, weight and running statistics to the CPU, computes there and copies the "
-    "results back (the profiler puts ~80% of the host time in aten::_copy_from). Fix: register "
-    "native_layer_norm / native_layer_norm_backward (and native_group_norm) for PrivateUse1 onto the "
-    "generic executor so the fused CPU kernel runs as one queued task over device memory, and make "
-    "native_batch_norm a queued host task over host views that updates running_mean / running_var in place "
-    "(which also fixes the schema problem that made it synchronous).")
+    "layer_norm runs as the named device op aclnnLayerNorm (one queued task), but PyTorch's CPU layer "
+    "norm exposes only its functional kernel to an out-of-tree library (the out= kernel and its dispatch "
+    "stub are not exported), so the task computes into a fresh CPU tensor and copies the 32 MiB result "
+    "into the device output: the copy and the fresh allocation's page faults are the ~15% over CPU "
+    "eager. Fix: an opslib layer-norm kernel of our own that writes the device output directly (one pass "
+    "for the statistics, one for the output), as opslib already does for the elementwise ops.")
 
 _KERNEL_NOISE = (
     "this kernel runs the same ATen CPU kernel on the stream's worker thread, so npu time is CPU time plus "
@@ -50,22 +45,21 @@ _COPY_NOISE = (
     "partly. A small miss here is also within this run's noise (see min–max).")
 
 _TRANSFORMER = (
-    "three host costs that CPU eager does not pay. (1) Every LayerNorm (5 per forward, and backward) takes "
-    "the synchronous batch-norm path described under layer_norm, and each call drains the stream, so the "
-    "host cannot run ahead of the device. (2) mul/div/add with a Python scalar turn the scalar into a "
-    "device tensor with an extra fill_ launch, and AdamW's _foreach_mul_/_foreach_div_/_foreach_add_ take "
-    "PyTorch's per-tensor slow path on npu: ~250 extra fill_ launches per step (profiler). (3) "
-    "scaled_dot_product_attention takes the math path (no fused kernel for npu), about ten ops per call "
-    "where the CPU runs one flash kernel. Fix: the layer_norm / batch_norm items above; pass scalars to "
-    "device ops as scalar descriptors (Muls/Adds-style device ops) instead of filling a device tensor; "
-    "register the _foreach_* ops as one host task per tensor list; route the CPU flash-attention kernel "
-    "through the generic executor for npu.")
+    "two host costs that CPU eager does not pay. (1) mul/div/add with a Python scalar turn the scalar "
+    "into a device tensor with an extra fill_ launch, and AdamW's "
+    "_foreach_mul_/_foreach_div_/_foreach_add_ take PyTorch's per-tensor slow path on npu: ~250 extra "
+    "fill_ launches per step (profiler). (2) scaled_dot_product_attention takes the math path (no fused "
+    "kernel for npu), about ten ops per call where the CPU runs one flash kernel. Fix: pass scalars to "
+    "device ops as scalar descriptors instead of filling a device tensor; register the _foreach_* ops as "
+    "one task per tensor list; a fused attention device op (npu_fusion_attention exists as a composite "
+    "custom op).")
 
 _CNN = (
-    "BatchNorm2d's native_batch_norm (3 per forward) runs synchronously with host copies on npu (see "
-    "layer_norm): each call drains the stream, so the host cannot queue the next convolution while the "
-    "previous one runs. Convolutions themselves run the CPU kernels at CPU speed. Fix: native_batch_norm "
-    "as a queued host task over host views (see layer_norm); then the step is CPU work plus launch costs.")
+    "batch norm, convolution and pooling now run as queued named device ops, so a step is the CPU "
+    "kernels plus launch costs; the remaining gap (the figure moves between ~0.9 and ~1.05 across runs "
+    "on this shared machine) is those launch costs (see small ops) and the convolution's output copy "
+    "(at::convolution returns a fresh tensor, copied into the device output). Fix: the small-op launch "
+    "fixes above; a convolution entry point that writes the device output in place.")
 
 WHY = {
     "small_ops": _SMALL_OPS,

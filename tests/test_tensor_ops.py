@@ -628,6 +628,15 @@ def test_item_of_element_of_noncontiguous_tensor():
     assert npu[::2, 1::2][1, 2].item() == cpu[::2, 1::2][1, 2].item()
 
 
+@pytest.mark.parametrize("shape", [(1,), (1, 1), (1, 1, 1)], ids=str)
+def test_item_of_one_element_tensor_of_any_rank(shape):
+    cpu = torch.full(shape, 2.5)
+    npu = cpu.npu()
+    assert npu.item() == cpu.item()
+    assert float(npu) == float(cpu)  # e.g. a loss of shape [1]
+    assert npu[:, None].item() == cpu[:, None].item()
+
+
 def test_item_of_multi_element_tensor_raises():
     with pytest.raises(RuntimeError):
         torch.ones(2, device="npu").item()

@@ -125,7 +125,8 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) 
 }
 
 at::Scalar _local_scalar_dense(const at::Tensor& self) {
-  at::Tensor host = at::empty({}, self.options().device(c10::DeviceType::CPU));
+  // item() takes any one-element tensor ([1], [1, 1], ...): read it in its own shape.
+  at::Tensor host = at::empty(self.sizes(), self.options().device(c10::DeviceType::CPU));
   at_npu::native::_copy_from(self, host, false);
   return host.item();
 }

@@ -359,16 +359,37 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   countOp(*plan.counters, OpPath::kGeneric);
   launchDeviceTask(
       c10_npu::getCurrentNPUStream(device.index()), plan.name,
-      [op = out_op ? *out_op : op, host = std::move(host), fresh_views = std::move(fresh_views),
-       copy_out = any_fresh && !out_op]() {
+      [functional = op, out_op, host = std::move(host), fresh_views = std::move(fresh_views),
+       fresh, any_fresh]() mutable {
+        const auto run = [&](const c10::OperatorHandle& kernel, torch::jit::Stack& s) {
+          try {
+            kernel.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+          } catch (const c10::Error& e) {
+            TORCH_CHECK(false, "inputs ", describe(host), ": ", e.what_without_backtrace());
+          }
+        };
         torch::jit::Stack s = host;
-        try {
-          op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
-        } catch (const c10::Error& e) {
-          TORCH_CHECK(false, "inputs ", describe(host), ": ", e.what_without_backtrace());
+        bool copy_out = any_fresh && !out_op;
+        if (out_op) {
+          try {
+            out_op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+          } catch (const c10::Error& e) {
+            // Some out= kernels use their output as scratch of another size (binary_cross_entropy,
+            // huber_loss): device memory cannot grow, so compute with the functional op instead.
+            if (std::string(e.what_without_backtrace()).find("not resizable") == std::string::npos) {
+              TORCH_CHECK(false, "inputs ", describe(host), ": ", e.what_without_backtrace());
+            }
+            s.assign(host.begin(), host.end() - static_cast<std::ptrdiff_t>(fresh_views.size()));
+            run(functional, s);
+            copy_out = true;
+            // The failed kernel may have resized the views it was given: take fresh ones.
+            for (size_t i = 0; i < fresh.size(); ++i) fresh_views[i] = hostView(fresh[i]);
+          }
+        } else {
+          run(functional, s);
         }
         if (!copy_out) return;
-        // No out= overload: copy the CPU results into the device outputs.
+        // No out= overload (or it could not be used): copy the CPU results into the device outputs.
         size_t k = 0;
         for (const auto& r : s) {
           forEachTensor(r, [&](const at::Tensor& t) {
