@@ -76,16 +76,22 @@ at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const
   return where_self_out(condition, self, other, out);
 }
 
+namespace {
+// An in-place fill cannot grow self: the mask must broadcast to self's own shape.
+void checkMaskFitsSelf(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(at::infer_size(self.sizes(), mask.sizes()) == self.sizes().vec(),
+              "masked_fill_: mask of shape ", mask.sizes(), " does not broadcast to self ",
+              self.sizes(), " in place");
+}
+}  // namespace
+
 at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
   if (!deviceOpsSupport({self, mask}) || mask.device() != self.device() ||
       mask.scalar_type() != at::kBool || value.isComplex()) {
     runGeneric("aten::masked_fill_", "Scalar", self, mask, value);
     return self;
   }
-  at::infer_size(self.sizes(), mask.sizes());  // mask must broadcast to self
-  TORCH_CHECK(at::infer_size(self.sizes(), mask.sizes()) == self.sizes().vec(),
-              "masked_fill_: mask of shape ", mask.sizes(), " does not broadcast to self ",
-              self.sizes(), " in place");
+  checkMaskFitsSelf(self, mask);
   c10::DeviceGuard guard(self.device());
   if (self.numel() > 0) EXEC_NPU_CMD(aclnnMaskedFillScalar, self, mask, value);
   return self;
@@ -100,9 +106,7 @@ at::Tensor& masked_fill_tensor_(at::Tensor& self, const at::Tensor& mask, const 
     runGeneric("aten::masked_fill_", "Tensor", self, mask, value);
     return self;
   }
-  TORCH_CHECK(at::infer_size(self.sizes(), mask.sizes()) == self.sizes().vec(),
-              "masked_fill_: mask of shape ", mask.sizes(), " does not broadcast to self ",
-              self.sizes(), " in place");
+  checkMaskFitsSelf(self, mask);
   c10::DeviceGuard guard(self.device());
   if (self.numel() > 0) EXEC_NPU_CMD(aclnnMaskedFillTensor, self, mask, value);
   return self;

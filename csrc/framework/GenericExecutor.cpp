@@ -360,7 +360,7 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   launchDeviceTask(
       c10_npu::getCurrentNPUStream(device.index()), plan.name,
       [functional = op, out_op, host = std::move(host), fresh_views = std::move(fresh_views),
-       fresh, any_fresh]() mutable {
+       fresh = std::move(fresh), any_fresh]() mutable {
         const auto run = [&](const c10::OperatorHandle& kernel, torch::jit::Stack& s) {
           try {
             kernel.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
