@@ -16,6 +16,7 @@
 #include "csrc/framework/CpuFallback.h"
 #include "csrc/framework/DeviceTask.h"
 #include "csrc/framework/ExecutionPolicy.h"
+#include "csrc/framework/FormatStaging.h"
 #include "csrc/framework/HostView.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/framework/OutVariants.h"
@@ -402,13 +403,23 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (auto& r : results) stack->push_back(std::move(r));
 }
 
+namespace {
+void runWithoutFormats(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (executionPolicy().strict) return npuCpuFallback(op, stack);
+  genericExecute(op, stack);
+}
+}  // namespace
+
 void npuBoxedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (isNpuViewOp(op, *stack)) {
     countOp(opCounters(op.schema().operator_name()), OpPath::kGeneric);
     return replayViewOp(op, stack);
   }
-  if (executionPolicy().strict) return npuCpuFallback(op, stack);
-  genericExecute(op, stack);
+  // Host kernels need plain memory: private-format arguments get base-layout stand-ins.
+  if (C10_UNLIKELY(anyPrivateFormat()) && stackHasPrivateFormat(op, *stack)) {
+    return runOnBaseLayouts(op, stack, &runWithoutFormats);
+  }
+  runWithoutFormats(op, stack);
 }
 
 }  // namespace at_npu::native

@@ -7,6 +7,7 @@
 
 #include <tuple>
 
+#include "csrc/framework/FormatStaging.h"
 #include "csrc/framework/OpParamMaker.h"
 
 namespace at_npu::native {
@@ -19,8 +20,10 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
 // Sets the launch tag so a failure inside the op names the Python line that launched it.
 void tagDeviceOpLaunch();
 
+// The launch itself. `staging` is set when private formats are in play (FormatStaging.h): it
+// learns which of its descriptors the op writes before they are destroyed.
 template <typename... Args>
-void execNpuCmd(const char* name, const Args&... args) {
+void runDeviceOp(const char* name, FormatStaging* staging, const Args&... args) {
   const aclnnOpEntry& op = findDeviceOp(name);
   auto converted = std::make_tuple(ConvertType(args)...);
   using GetWorkspaceSize = aclnnStatus (*)(decltype(ConvertType(args))..., uint64_t*, aclOpExecutor**);
@@ -33,10 +36,25 @@ void execNpuCmd(const char* name, const Args&... args) {
                                                                           &executor);
       },
       converted);
+  if (C10_UNLIKELY(staging != nullptr)) staging->noteWrittenOperands();
   // The executor captured what it needs: descriptors can go now.
   std::apply([](auto... descriptors) { (Release(descriptors), ...); }, converted);
   if (status != ACLNN_SUCCESS) throwDeviceOpError(name, "GetWorkspaceSize", status);
   launchDeviceOp(op, workspace_size, executor);
+}
+
+template <typename... Args>
+void execNpuCmd(const char* name, const Args&... args) {
+  if (C10_UNLIKELY(formatStagingNeeded(name))) {
+    // Operands in private formats: native ones pass as they are, the rest through TransData.
+    FormatStaging staging(name);
+    (staging.add(args), ...);
+    staging.begin();
+    runDeviceOp(name, &staging, args...);
+    staging.end();
+    return;
+  }
+  runDeviceOp(name, nullptr, args...);
 }
 
 // The builder form of the same launch, for adapters that read better spelled out:

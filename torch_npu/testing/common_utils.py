@@ -3,14 +3,13 @@
 import numpy as np
 import torch
 
-# npu_format codes accepted today: the plain layouts. Private formats (3 NC1HWC0, 4 FRACTAL_Z,
-# 29 FRACTAL_NZ) need npu_format_cast, which the software NPU does not provide yet.
-_PLAIN_FORMATS = {-1: "plain", 0: "NCHW", 1: "NHWC", 2: "ND"}
-_PRIVATE_FORMATS = {3: "NC1HWC0", 4: "FRACTAL_Z", 29: "FRACTAL_NZ"}
+# npu_format -1 keeps the tensor as .to(device) made it; any other code goes through
+# torch_npu.npu_format_cast (docs/formats.md lists the formats and what each can hold).
 
 
 def create_common_tensor(item, minValue, maxValue, device="npu"):
-    """item = [numpy dtype, npu_format, shape]; returns (cpu_tensor, npu_tensor) with equal values.
+    """item = [numpy dtype, npu_format, shape]; returns (cpu_tensor, npu_tensor) with equal values,
+    the npu tensor in storage format npu_format (-1: as created).
 
     Values are uniform in [minValue, maxValue) (integers: randint; bool: random True/False).
     """
@@ -18,14 +17,9 @@ def create_common_tensor(item, minValue, maxValue, device="npu"):
         raise ValueError("create_common_tensor expects item = [np_dtype, npu_format, shape], got "
                          f"{item!r}")
     dtype, npu_format, shape = item
-    if npu_format in _PRIVATE_FORMATS:
-        raise ValueError(
-            f"npu_format {npu_format} ({_PRIVATE_FORMATS[npu_format]}) is not supported yet: private "
-            f"storage formats are not implemented. Use one of {sorted(_PLAIN_FORMATS)} "
-            "(0 NCHW, 2 ND, -1 plain)."
-        )
-    if npu_format not in _PLAIN_FORMATS:
-        raise ValueError(f"unknown npu_format {npu_format!r}; use 0 (NCHW), 2 (ND) or -1 (plain)")
+    if isinstance(npu_format, bool) or not isinstance(npu_format, (int, np.integer)):
+        raise ValueError(f"npu_format must be an int format code (e.g. 0 NCHW, 2 ND, 3 NC1HWC0, "
+                         f"29 FRACTAL_NZ), got {npu_format!r}")
     dtype = np.dtype(dtype)
     shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
     if dtype == np.bool_:
@@ -38,4 +32,9 @@ def create_common_tensor(item, minValue, maxValue, device="npu"):
             top = np.nextafter(dtype.type(maxValue), dtype.type(minValue))
             data = np.minimum(data, top)
     cpu_input = torch.from_numpy(np.ascontiguousarray(data))
-    return cpu_input, cpu_input.to(device)
+    npu_input = cpu_input.to(device)
+    if npu_format != -1:
+        import torch_npu
+
+        npu_input = torch_npu.npu_format_cast(npu_input, int(npu_format))
+    return cpu_input, npu_input
