@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch_npu
 
 from torch_npu.testing.common_utils import create_common_tensor
 from torch_npu.testing.testcase import TestCase, run_tests
@@ -195,10 +196,11 @@ def test_create_common_tensor_feeds_operator_comparison():
     TestCase().assertRtolEqual(torch.nn.functional.relu(npu), torch.nn.functional.relu(cpu))
 
 
-@pytest.mark.parametrize("fmt,name", [(3, "NC1HWC0"), (29, "FRACTAL_NZ"), (4, "FRACTAL_Z")])
-def test_create_common_tensor_rejects_private_formats(fmt, name):
-    with pytest.raises(ValueError, match=name):
-        create_common_tensor([np.float16, fmt, (2, 16, 4, 4)], 0, 1)
+@pytest.mark.parametrize("fmt", [3, 29, 4])
+def test_create_common_tensor_casts_to_private_formats(fmt):
+    cpu, npu = create_common_tensor([np.float16, fmt, (2, 16, 4, 4)], 0, 1)
+    assert torch_npu.get_npu_format(npu) == fmt
+    assert torch.equal(npu.cpu(), cpu)
 
 
 @pytest.mark.parametrize("fmt", [5, 99, "ND"])

@@ -40,7 +40,7 @@ at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::T
   }
   c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, self.sizes());
-  adoptInputFormat(out, {self});
+  adoptInputFormat(out, self);
   EXEC_NPU_CMD(aclnnGelu, self, mode, out);
   return out;
 }
@@ -54,7 +54,7 @@ at::Tensor& gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& s
   }
   c10::DeviceGuard guard(grad_input.device());
   at::native::resize_output(grad_input, self.sizes());
-  adoptInputFormat(grad_input, {grad_output, self});
+  adoptInputFormat(grad_input, grad_output, self);
   EXEC_NPU_CMD(aclnnGeluBackward, grad_output, self, mode, grad_input);
   return grad_input;
 }
@@ -66,7 +66,7 @@ at::Tensor& silu_out(const at::Tensor& self, at::Tensor& out) {
   }
   c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, self.sizes());
-  adoptInputFormat(out, {self});
+  adoptInputFormat(out, self);
   EXEC_NPU_CMD(aclnnSilu, self, out);
   return out;
 }
@@ -79,7 +79,7 @@ at::Tensor& silu_out(const at::Tensor& self, at::Tensor& out) {
     }                                                                                            \
     c10::DeviceGuard guard(grad_input.device());                                                 \
     at::native::resize_output(grad_input, x.sizes());                                            \
-    adoptInputFormat(grad_input, {grad_output, x});                                              \
+    adoptInputFormat(grad_input, grad_output, x);                                              \
     EXEC_NPU_CMD(aclnn##Name, grad_output, x, grad_input);                                       \
     return grad_input;                                                                           \
   }
@@ -104,7 +104,7 @@ at::Tensor& threshold_backward_out(const at::Tensor& grad_output, const at::Tens
   }
   c10::DeviceGuard guard(grad_input.device());
   at::native::resize_output(grad_input, self.sizes());
-  adoptInputFormat(grad_input, {grad_output, self});
+  adoptInputFormat(grad_input, grad_output, self);
   EXEC_NPU_CMD(aclnnThresholdBackward, grad_output, self, threshold, grad_input);
   return grad_input;
 }

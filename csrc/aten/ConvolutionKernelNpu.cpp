@@ -108,7 +108,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
                      : at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
   }
   // The weight's gradient takes the weight's layout, so that the optimizer step needs no TransData.
-  if (output_mask[1]) grad_weight = emptyPreferringFormat(weight.sizes(), weight.options(), npuFormatOf(weight));
+  if (output_mask[1]) {
+    grad_weight = allowInternalFormat() ? emptyPreferringFormat(weight.sizes(), weight.options(), npuFormatOf(weight))
+                                        : at::empty(weight.sizes(), weight.options());
+  }
   if (output_mask[2]) {
     const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
     grad_bias = at::empty({channels}, grad_output.options());

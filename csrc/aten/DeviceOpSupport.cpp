@@ -53,7 +53,7 @@ at::ScalarType prepareBinaryOut(const char* op, const at::Tensor& self, const at
   at::assert_no_partial_overlap(out, self);
   at::assert_no_partial_overlap(out, other);
   at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));
-  adoptInputFormat(out, {self, other});
+  adoptInputFormat(out, self, other);
   return common;
 }
 
@@ -61,7 +61,7 @@ void prepareUnaryOut(const char* op, const at::Tensor& self, const at::Tensor& o
   at::assert_no_internal_overlap(out);
   at::assert_no_partial_overlap(out, self);
   at::native::resize_output(out, self.sizes());
-  adoptInputFormat(out, {self});
+  adoptInputFormat(out, self);
 }
 
 void checkOutOverlap(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {

@@ -44,7 +44,7 @@ NPU_UNARY_OUT(tanh, aclnnTanh, true)
 
 at::Tensor relu(const at::Tensor& self) {
   at::Tensor out = at::empty_like(self);
-  adoptInputFormat(out, {self});
+  adoptInputFormat(out, self);
   if (!deviceOpsSupport({self}) || self.scalar_type() == at::kBool) {
     runGeneric("aten::clamp_min", "out", self, at::Scalar(0), out);
     return out;

@@ -216,8 +216,7 @@ bool retarget(const at::Tensor& out, int64_t format, int64_t c0) {
 }
 }  // namespace
 
-void adoptInputFormat(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {
-  if (!allowInternalFormat() || !anyPrivateFormat()) return;
+void adoptInputFormatSlow(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {
   for (const at::Tensor& in : inputs) {
     const NPUStorageDesc* d = in.defined() ? privateDesc(in) : nullptr;
     if (d != nullptr && isWholeTensor(in, *d) && in.sizes() == out.sizes()) {

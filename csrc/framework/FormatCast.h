@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <optional>
 
+#include "csrc/framework/FormatHelper.h"
 #include "csrc/framework/StorageDesc.h"
 
 struct aclTensor;
@@ -72,7 +73,11 @@ class BaseLayouts {
 // Under allow_internal_format, a fresh output (nothing else references it) of an elementwise op
 // takes the private layout of a same-shaped whole input, so that chains of elementwise ops stay in
 // it without TransData. Does nothing otherwise.
-void adoptInputFormat(const at::Tensor& out, std::initializer_list<at::Tensor> inputs);
+void adoptInputFormatSlow(const at::Tensor& out, std::initializer_list<at::Tensor> inputs);
+template <typename... Inputs>
+inline void adoptInputFormat(const at::Tensor& out, const Inputs&... inputs) {
+  if (C10_UNLIKELY(allowInternalFormat() && anyPrivateFormat())) adoptInputFormatSlow(out, {inputs...});
+}
 // The same for a given private format (matmul outputs in FRACTAL_NZ).
 void adoptFormat(const at::Tensor& out, int64_t format);
 

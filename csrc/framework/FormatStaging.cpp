@@ -154,6 +154,11 @@ void FormatStaging::planElementwise() {
       o.plan = Plan::kFlat;
       continue;
     }
+    if (Operand* seen = find(o.tensor); seen != &o && seen->plan == Plan::kStandIn) {
+      o.stand_in = seen->stand_in;  // the same tensor twice (x + x): converted once
+      o.plan = Plan::kStandIn;
+      continue;
+    }
     o.stand_in = emptyWithFormat(o.tensor.sizes(), o.tensor.options(), lead->npu_format, lead->c0);
     transDataToPrivate(o.tensor, o.stand_in.storage(), *privateDesc(o.stand_in));
     o.plan = Plan::kStandIn;

@@ -1,6 +1,7 @@
 // AtenOpSupport.cpp - descriptor conversion, kernel boxing and registration for the ATen-backed ops.
 #include "AtenOpSupport.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
