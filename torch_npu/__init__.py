@@ -46,15 +46,7 @@ def _register_device() -> None:
 _register_device()
 
 
-def _register_custom_ops()
-
-import sys as _sys  # noqa: E402
-
-from torch_npu import _formats  # noqa: E402
-
-# Format, get_npu_format, npu_format_cast (with Tensor / dtype arguments), npu_format_cast_,
-# get_storage_size; Tensor.npu_format_cast / npu_format_cast_.
-_formats.install(_sys.modules[__name__]) -> None:
+def _register_custom_ops() -> None:
     """torch_npu.npu_xxx functions and Tensor.npu_xxx methods for the ops of npu_native_functions.yaml."""
     from torch_npu import _op_bindings
 

@@ -303,14 +303,17 @@ int aliasedArgument(const c10::FunctionSchema& schema, size_t ret) {
 
 bool stackHasPrivateFormat(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const size_t n = op.schema().arguments().size();
-  bool found = false;
-  for (size_t i = stack.size() - n; i < stack.size() && !found; ++i) {
-    mapTensors(stack[i], [&](const at::Tensor& t) {
-      found = found || privateDesc(t) != nullptr;
-      return t;
-    });
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      if (privateDesc(v.toTensor()) != nullptr) return true;
+    } else if (v.isTensorList() || v.isOptionalTensorList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor() && privateDesc(e.toTensor()) != nullptr) return true;
+      }
+    }
   }
-  return found;
+  return false;
 }
 
 void runOnBaseLayouts(const c10::OperatorHandle& op, torch::jit::Stack* stack,

@@ -25,10 +25,36 @@ namespace at_npu::native {
 // converted to the native format under allow_internal_format).
 bool convertsToNativeFormat(const char* op);
 
-// True when a device-op launch must go through FormatStaging: the hot path's one test.
 inline bool formatsInPlay() { return anyPrivateFormat() || allowInternalFormat(); }
-inline bool formatStagingNeeded(const char* op) {
-  return anyPrivateFormat() || (allowInternalFormat() && convertsToNativeFormat(op));
+
+inline bool hasPrivateFormat(const at::Tensor& t) { return privateDesc(t) != nullptr; }
+inline bool hasPrivateFormat(const std::optional<at::Tensor>& t) { return t.has_value() && hasPrivateFormat(*t); }
+inline bool hasPrivateFormat(at::TensorList tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (hasPrivateFormat(t)) return true;
+  }
+  return false;
+}
+inline bool hasPrivateFormat(const c10::List<std::optional<at::Tensor>>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::optional<at::Tensor> t = tensors.get(i);
+    if (hasPrivateFormat(t)) return true;
+  }
+  return false;
+}
+template <typename T>
+bool hasPrivateFormat(const T&) {
+  return false;
+}
+
+// True when a device-op launch must go through FormatStaging. For plain tensors the hot path's
+// test is formatsInPlay(): two relaxed loads, false until a private storage exists or
+// allow_internal_format is set.
+template <typename... Args>
+bool formatStagingNeeded(const char* op, const Args&... args) {
+  if (C10_LIKELY(!formatsInPlay())) return false;
+  if (allowInternalFormat() && convertsToNativeFormat(op)) return true;
+  return (hasPrivateFormat(args) || ...);
 }
 
 class FormatStaging {

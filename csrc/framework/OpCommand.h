@@ -45,7 +45,7 @@ void runDeviceOp(const char* name, FormatStaging* staging, const Args&... args) 
 
 template <typename... Args>
 void execNpuCmd(const char* name, const Args&... args) {
-  if (C10_UNLIKELY(formatStagingNeeded(name))) {
+  if (C10_UNLIKELY(formatStagingNeeded(name, args...))) {
     // Operands in private formats: native ones pass as they are, the rest through TransData.
     FormatStaging staging(name);
     (staging.add(args), ...);

@@ -4,15 +4,18 @@
 
 #include <npu/format_layout.h>
 
+#include <typeinfo>
+
 namespace at_npu::native {
 
 namespace detail {
 std::atomic<int64_t> private_storages{0};
 
 const NPUStorageDesc* privateDescSlow(const c10::StorageImpl* storage) {
-  const auto* npu = dynamic_cast<const NPUStorageImpl*>(storage);
-  if (npu == nullptr || npu->desc() == nullptr || !npu->desc()->isPrivate()) return nullptr;
-  return npu->desc();
+  // NPUStorageImpl is final: a type-id compare, cheaper than dynamic_cast.
+  if (storage == nullptr || typeid(*storage) != typeid(NPUStorageImpl)) return nullptr;
+  const NPUStorageDesc* desc = static_cast<const NPUStorageImpl*>(storage)->desc();
+  return desc != nullptr && desc->isPrivate() ? desc : nullptr;
 }
 }  // namespace detail
 
