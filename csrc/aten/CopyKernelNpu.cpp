@@ -119,6 +119,11 @@ bool copyWithFormats(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
                              c10_npu::getCurrentNPUStream(dst.device().index()).handle()));
     return true;
   }
+  if (src_desc != nullptr && dst_desc != nullptr && src.device() == dst.device() &&
+      isWholeTensor(src, *src_desc) && isWholeTensor(dst, *dst_desc) && src.dtype() == dst.dtype()) {
+    transDataBetweenPrivate(src.storage(), *src_desc, dst.storage(), *dst_desc);  // one TransData
+    return true;
+  }
   if (dst_desc != nullptr && isWholeTensor(dst, *dst_desc)) {
     at::Tensor staged = at::empty(dst.sizes(), dst.options());
     staged.copy_(src, non_blocking);

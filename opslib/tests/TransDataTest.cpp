@@ -231,8 +231,8 @@ TEST_F(TransDataTest, RejectsWhatAFormatCannotHoldWithReasons) {
   EXPECT_EQ(create(ACL_DOUBLE, sizes, nullptr, 0, ACL_FORMAT_FRACTAL_NZ, nz_storage), nullptr);
   EXPECT_NE(std::string(aclnnGetRecentErrMsg()).find("FRACTAL_NZ does not hold DOUBLE"), std::string::npos)
       << aclnnGetRecentErrMsg();
-  EXPECT_EQ(create(ACL_FLOAT, sizes, nullptr, 0, ACL_FORMAT_FRACTAL_NZ, Shape{1, 1, 16, 8}), nullptr);
-  EXPECT_NE(std::string(aclnnGetRecentErrMsg()).find("has shape [1, 1, 16, 16], but storageDims are [1, 1, 16, 8]"),
+  EXPECT_EQ(create(ACL_FLOAT, sizes, nullptr, 0, ACL_FORMAT_FRACTAL_NZ, Shape{2, 1, 16, 16}), nullptr);
+  EXPECT_NE(std::string(aclnnGetRecentErrMsg()).find("has shape [1, 1, 16, 16], but storageDims are [2, 1, 16, 16]"),
             std::string::npos) << aclnnGetRecentErrMsg();
   const Shape gapped{10, 1};
   EXPECT_EQ(create(ACL_FLOAT, sizes, &gapped, 0, ACL_FORMAT_FRACTAL_NZ, nz_storage), nullptr);

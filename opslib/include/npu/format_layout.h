@@ -252,8 +252,52 @@ inline Layout PrivateLayout(int64_t format, const std::vector<int64_t>& dims, in
   return l;
 }
 
+namespace detail {
+// The copy loop for elements of type T (moved as raw bits); see CopyLayout.
+template <typename T>
+void CopyLayoutOf(const std::vector<DimMap>& sd, int64_t s_offset, const T* s, const std::vector<DimMap>& dd,
+                  int64_t d_offset, T* o, int64_t row_begin, int64_t row_end) {
+  const size_t rank = sd.size();
+  const DimMap& si = sd[rank - 1];
+  const DimMap& di = dd[rank - 1];
+  std::vector<int64_t> index(rank - 1, 0);
+  index[0] = row_begin;
+  for (;;) {
+    int64_t s_base = s_offset, d_base = d_offset;
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      s_base += sd[d].Offset(index[d]);
+      d_base += dd[d].Offset(index[d]);
+    }
+    // The innermost dim: blocked dims advance lane by lane and jump at block ends.
+    if (si.block == 0 && di.block == 0) {
+      for (int64_t i = 0; i < si.size; ++i) o[d_base + i * di.inner] = s[s_base + i * si.inner];
+    } else {
+      int64_t s_lane = 0, d_lane = 0;
+      for (int64_t i = 0; i < si.size; ++i) {
+        o[d_base + d_lane * di.inner] = s[s_base + s_lane * si.inner];
+        if (++s_lane == si.block) {
+          s_lane = 0;
+          s_base += si.outer;
+        }
+        if (++d_lane == di.block) {
+          d_lane = 0;
+          d_base += di.outer;
+        }
+      }
+    }
+    size_t d = rank - 1;
+    for (;;) {
+      --d;
+      if (++index[d] < (d == 0 ? row_end : sd[d].size)) break;
+      if (d == 0) return;
+      index[d] = 0;
+    }
+  }
+}
+}  // namespace detail
+
 // Copies every element of the logical tensor from `src` (laid out as src_layout) to `dst` (as
-// dst_layout); the layouts describe the same sizes. Elements are `itemsize` bytes, moved as bytes.
+// dst_layout); the layouts describe the same sizes. Elements are `itemsize` bytes, moved as bits.
 // [row_begin, row_end) limits the copy to those indices of the first dim (the tensor seen with at
 // least 2 dims), so that callers can split the work across threads; row_end < 0 means all.
 inline void CopyLayout(const Layout& src_layout, const void* src, const Layout& dst_layout, void* dst,
@@ -266,43 +310,22 @@ inline void CopyLayout(const Layout& src_layout, const void* src, const Layout& 
   for (const DimMap& d : sd) {
     if (d.size == 0) return;
   }
-  const size_t rank = sd.size();
   if (row_end < 0 || row_end > sd[0].size) row_end = sd[0].size;
   if (row_begin >= row_end) return;
-  const char* s = static_cast<const char*>(src);
-  char* o = static_cast<char*>(dst);
-  const int64_t item = static_cast<int64_t>(itemsize);
-  const DimMap& si = sd[rank - 1];
-  const DimMap& di = dd[rank - 1];
-  std::vector<int64_t> index(rank - 1, 0);
-  index[0] = row_begin;
-  for (;;) {
-    int64_t s_base = src_layout.offset, d_base = dst_layout.offset;
-    for (size_t d = 0; d + 1 < rank; ++d) {
-      s_base += sd[d].Offset(index[d]);
-      d_base += dd[d].Offset(index[d]);
-    }
-    // The innermost dim: blocked dims advance lane by lane and jump at block ends.
-    int64_t s_lane = 0, d_lane = 0;
-    for (int64_t i = 0; i < si.size; ++i) {
-      std::memcpy(o + (d_base + d_lane * di.inner) * item, s + (s_base + s_lane * si.inner) * item,
-                  itemsize);
-      if (++s_lane == si.block) {
-        s_lane = 0;
-        s_base += si.outer;
-      }
-      if (++d_lane == di.block) {
-        d_lane = 0;
-        d_base += di.outer;
-      }
-    }
-    size_t d = rank - 1;
-    for (;;) {
-      --d;
-      if (++index[d] < (d == 0 ? row_end : sd[d].size)) break;
-      if (d == 0) return;
-      index[d] = 0;
-    }
+  const int64_t so = src_layout.offset, dof = dst_layout.offset;
+  switch (itemsize) {
+    case 1:
+      return detail::CopyLayoutOf(sd, so, static_cast<const uint8_t*>(src), dd, dof, static_cast<uint8_t*>(dst),
+                                  row_begin, row_end);
+    case 2:
+      return detail::CopyLayoutOf(sd, so, static_cast<const uint16_t*>(src), dd, dof, static_cast<uint16_t*>(dst),
+                                  row_begin, row_end);
+    case 4:
+      return detail::CopyLayoutOf(sd, so, static_cast<const uint32_t*>(src), dd, dof, static_cast<uint32_t*>(dst),
+                                  row_begin, row_end);
+    default:
+      return detail::CopyLayoutOf(sd, so, static_cast<const uint64_t*>(src), dd, dof, static_cast<uint64_t*>(dst),
+                                  row_begin, row_end);
   }
 }
 
