@@ -56,3 +56,13 @@ def _register_custom_ops() -> None:
 
 
 _register_custom_ops()
+
+
+def _install_onnx_support() -> None:
+    """npu ops in torch.onnx.export (torch_npu/onnx/): legacy symbolics now, dynamo table at export."""
+    from torch_npu.onnx._hook import install
+
+    install()
+
+
+_install_onnx_support()
