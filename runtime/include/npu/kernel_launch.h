@@ -158,7 +158,7 @@ KernelLauncher<Params...> MakeKernelLauncher(const char* name, void (*kernel)(Pa
 }  // namespace npu::kernel
 
 // ACLRT_LAUNCH_KERNEL(add_custom)(blockDim, stream, x, y, z, totalLength) queues add_custom.
-#define ACLRT_LAUNCH_KERNEL(kernel) ::npu::kernel::MakeKernelLauncher(#kernel, &kernel)
+#define ACLRT_LAUNCH_KERNEL(kernel_fn) ::npu::kernel::MakeKernelLauncher(#kernel_fn, &kernel_fn)
 
 // Inside a kernel: fails the block (and so the launch) unless `condition` holds, with an optional
 // printf-style message: ascendc_assert(i < n, "index %d out of range", i).
