@@ -111,7 +111,7 @@ def test_add_custom_eager_compile_errors_and_export(opp_root, custom_ops_dir):
 
         # torch.compile: the Meta kernels give the shapes; forward and backward.
         xg = xn.clone().requires_grad_(); yg = yn.clone().requires_grad_()
-        f = torch.compile(lambda a, b: custom_ops.add_custom(a, b) * 2, backend="aot_eager", fullgraph=True)
+        f = torch.compile(lambda a, b: torch.ops.myops.add_custom(a, b) * 2, backend="aot_eager", fullgraph=True)
         out = f(xg, yg)
         out.sum().backward()
         torch.testing.assert_close(out.cpu(), (x + y) * 2)
