@@ -1,7 +1,7 @@
 """Builds of the example extensions and op packages, shared by the tests that use them.
 
 Each build runs at most once per installed torch_npu: its outputs go to build/test-extensions/<key>/
-in the source checkout (key = a hash of the example sources and of the installed torch_npu library),
+in the source checkout (key = a hash of the example sources and of the installed SDK),
 so later test sessions reuse them. A file lock keeps concurrent pytest processes from building the
 same thing twice. Compilers go through ccache when it is installed.
 """
@@ -30,11 +30,10 @@ BUILD_TIMES: dict[str, float] = {}
 
 
 def _fingerprint(*paths: str, text: str = "") -> str:
+    """Hash of the given sources and of the installed SDK (headers and libraries): a reinstall of the
+    same build keeps the key, any change to what extensions compile or link against changes it."""
     digest = hashlib.sha256(text.encode())
-    lib = os.path.join(PACKAGE_DIR, "lib", "libtorch_npu.so")
-    stat = os.stat(lib)
-    digest.update(f"{lib}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    for path in paths:
+    for path in (os.path.join(PACKAGE_DIR, "include"), os.path.join(PACKAGE_DIR, "lib"), *paths):
         files = [path] if os.path.isfile(path) else sorted(glob.glob(os.path.join(path, "**", "*"), recursive=True))
         for f in files:
             if os.path.isfile(f):
