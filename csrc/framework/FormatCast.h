@@ -10,8 +10,8 @@
 #include <initializer_list>
 #include <optional>
 
-#include "csrc/framework/FormatHelper.h"
-#include "csrc/framework/StorageDesc.h"
+#include "FormatHelper.h"
+#include "StorageDesc.h"
 
 struct aclTensor;
 

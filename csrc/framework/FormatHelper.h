@@ -8,7 +8,7 @@
 #include <atomic>
 #include <optional>
 
-#include "csrc/framework/StorageDesc.h"
+#include "StorageDesc.h"
 
 namespace at_npu::native {
 

@@ -13,9 +13,9 @@
 #include <optional>
 #include <vector>
 
-#include "csrc/framework/FormatCast.h"
-#include "csrc/framework/FormatHelper.h"
-#include "csrc/framework/StorageDesc.h"
+#include "FormatCast.h"
+#include "FormatHelper.h"
+#include "StorageDesc.h"
 
 struct aclTensor;
 
