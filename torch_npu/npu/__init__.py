@@ -50,7 +50,7 @@ from torch_npu.npu.random import (
     set_rng_state,
     set_rng_state_all,
 )
-from torch_npu.npu.config import config
+from torch_npu.npu.format_config import config
 from torch_npu.npu.tensor_types import (
     BFloat16Tensor,
     BoolTensor,
