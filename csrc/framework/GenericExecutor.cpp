@@ -19,6 +19,7 @@
 #include "csrc/framework/HostView.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/framework/OutVariants.h"
+#include "csrc/framework/ReducedPrecision.h"
 #include "csrc/framework/ViewReplay.h"
 
 namespace at_npu::native {
@@ -362,8 +363,18 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       [functional = op, out_op, host = std::move(host), fresh_views = std::move(fresh_views),
        fresh = std::move(fresh), any_fresh]() mutable {
         const auto run = [&](const c10::OperatorHandle& kernel, torch::jit::Stack& s) {
+          const auto cpu = [&](torch::jit::Stack* st) {
+            kernel.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), st);
+          };
           try {
-            kernel.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+            torch::jit::Stack saved = s;
+            try {
+              cpu(&s);
+            } catch (const c10::Error& e) {
+              if (!isMissingReducedPrecisionKernel(e.what_without_backtrace())) throw;
+              s = std::move(saved);  // the CPU has no float16 / bfloat16 kernel: compute in float32
+              runUpcast(kernel, &s, cpu);
+            }
           } catch (const c10::Error& e) {
             TORCH_CHECK(false, "inputs ", describe(host), ": ", e.what_without_backtrace());
           }
@@ -375,8 +386,11 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
             out_op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
           } catch (const c10::Error& e) {
             // Some out= kernels use their output as scratch of another size (binary_cross_entropy,
-            // huber_loss): device memory cannot grow, so compute with the functional op instead.
-            if (std::string(e.what_without_backtrace()).find("not resizable") == std::string::npos) {
+            // huber_loss): device memory cannot grow, so compute with the functional op instead;
+            // so too when the CPU lacks the float16 / bfloat16 kernel (the functional op upcasts).
+            const std::string message = e.what_without_backtrace();
+            if (message.find("not resizable") == std::string::npos &&
+                !isMissingReducedPrecisionKernel(message)) {
               TORCH_CHECK(false, "inputs ", describe(host), ": ", e.what_without_backtrace());
             }
             s.assign(host.begin(), host.end() - static_cast<std::ptrdiff_t>(fresh_views.size()));
