@@ -33,6 +33,7 @@ struct OpPlan {
   OpCounters* counters = nullptr;
   std::atomic<bool> synchronous{false};  // run with copies on the calling thread
   std::optional<c10::OperatorHandle> out_variant;
+  bool accumulates = false;  // float16 / bfloat16 inputs compute in float32 (ReducedPrecision.h)
 };
 
 bool isTensorLike(const c10::TypePtr& type) {
@@ -59,6 +60,7 @@ OpPlan& planFor(const c10::OperatorHandle& op) {
     slot->synchronous =
         !tensor_returns || !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta);
     slot->out_variant = findOutVariant(op);
+    slot->accumulates = accumulatesInFloat32(slot->name);
   }
   return *slot;
 }
@@ -257,6 +259,10 @@ std::shared_ptr<const MetaResult> inferMeta(const c10::OperatorHandle& op,
 
 void runSynchronously(OpPlan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   countOp(*plan.counters, OpPath::kGenericInline);
+  const auto args = torch::jit::last(*stack, op.schema().arguments().size());
+  if (plan.accumulates && hasReducedPrecisionTensor(args)) {
+    return runUpcast(op, stack, [&](torch::jit::Stack* s) { runOnCpuWithCopies(op, s); });
+  }
   runOnCpuWithCopies(op, stack);
 }
 
@@ -350,8 +356,10 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }));
     }
   }
+  // Accumulating ops on float16 / bfloat16 compute in float32 with the functional op.
+  const bool upcast = plan.accumulates && hasReducedPrecisionTensor(args);
   std::optional<c10::OperatorHandle> out_op;
-  if (any_fresh && all_fresh) out_op = plan.out_variant;
+  if (any_fresh && all_fresh && !upcast) out_op = plan.out_variant;
   std::vector<at::Tensor> fresh_views;
   for (const auto& t : fresh) fresh_views.push_back(hostView(t));
   if (out_op) {
@@ -361,12 +369,13 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   launchDeviceTask(
       c10_npu::getCurrentNPUStream(device.index()), plan.name,
       [functional = op, out_op, host = std::move(host), fresh_views = std::move(fresh_views),
-       fresh = std::move(fresh), any_fresh]() mutable {
+       fresh = std::move(fresh), any_fresh, upcast]() mutable {
         const auto run = [&](const c10::OperatorHandle& kernel, torch::jit::Stack& s) {
           const auto cpu = [&](torch::jit::Stack* st) {
             kernel.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), st);
           };
           try {
+            if (upcast) return runUpcast(kernel, &s, cpu);
             torch::jit::Stack saved = s;
             try {
               cpu(&s);

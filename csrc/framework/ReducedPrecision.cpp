@@ -4,6 +4,7 @@
 #include <ATen/ops/_to_copy.h>
 
 #include <optional>
+#include <unordered_set>
 #include <vector>
 
 namespace at_npu::native {
@@ -72,9 +73,57 @@ int aliasedArgument(const c10::FunctionSchema& schema, size_t ret) {
 
 }  // namespace
 
+bool accumulatesInFloat32(const std::string& name) {
+  std::string base = name.rfind("aten::", 0) == 0 ? name.substr(6) : name;
+  base = base.substr(0, base.find('.'));
+  while (!base.empty() && base.front() == '_') base.erase(0, 1);
+  if (!base.empty() && base.back() == '_') base.pop_back();
+  static const std::unordered_set<std::string> kOps = {
+      "sum", "nansum", "mean", "nanmean", "prod", "var", "std", "var_mean", "std_mean", "norm",
+      "renorm", "dist", "trace", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "softmax",
+      "log_softmax", "softmax_backward_data", "log_softmax_backward_data", "mm", "bmm", "addmm",
+      "addmv", "addbmm", "baddbmm", "addr", "mv", "dot", "vdot", "matmul", "cdist", "cdist_forward",
+      "cdist_backward", "pdist", "pdist_forward", "pdist_backward", "euclidean_dist", "trapezoid",
+      "trapz", "histc", "index_add", "scatter_add", "scatter_reduce", "index_reduce", "col2im", "im2col",
+      "embedding_bag", "embedding_bag_backward", "embedding_dense_backward", "foreach_norm",
+      "binary_cross_entropy", "binary_cross_entropy_backward", "binary_cross_entropy_with_logits",
+      "kl_div", "native_group_norm", "native_group_norm_backward", "native_batch_norm",
+      "native_batch_norm_backward", "native_batch_norm_legit", "native_batch_norm_legit_functional",
+      "native_batch_norm_legit_no_training", "batch_norm_with_update", "batch_norm_no_update",
+      "batch_norm_backward", "native_layer_norm", "native_layer_norm_backward", "fused_rms_norm",
+      "grid_sampler_2d", "grid_sampler_2d_backward", "grid_sampler_3d", "grid_sampler_3d_backward",
+      "convolution", "convolution_backward", "convolution_overrideable", "slow_conv2d_forward",
+      "slow_conv2d_backward", "slow_conv3d_forward", "slow_conv_dilated2d", "slow_conv_dilated3d",
+      "slow_conv_transpose2d", "slow_conv_transpose3d", "conv_depthwise2d", "conv_depthwise3d"};
+  static const char* const kPrefixes[] = {"upsample_", "avg_pool", "adaptive_avg_pool", "linalg_"};
+  if (kOps.count(base)) return true;
+  for (const char* p : kPrefixes) {
+    if (base.rfind(p, 0) == 0) return true;
+  }
+  return base.find("_loss") != std::string::npos;  // mse_loss, nll_loss2d_backward, ...
+}
+
+bool hasReducedPrecisionTensor(c10::ArrayRef<c10::IValue> args) {
+  for (const auto& v : args) {
+    if (v.isTensor() && isReduced(v.toTensor())) return true;
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (isReduced(t)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 bool isMissingReducedPrecisionKernel(const std::string& message) {
-  return message.find("not implemented for 'Half'") != std::string::npos ||
-         message.find("not implemented for 'BFloat16'") != std::string::npos;
+  // PyTorch's dispatch macros, and the kernels that refuse reduced precision in words of their own.
+  static const char* const kMessages[] = {
+      "not implemented for 'Half'", "not implemented for 'BFloat16'", "Unsupported datatype for",
+      "Low precision dtypes not supported"};
+  for (const char* m : kMessages) {
+    if (message.find(m) != std::string::npos) return true;
+  }
+  return false;
 }
 
 void runUpcast(const c10::OperatorHandle& op, torch::jit::Stack* stack,

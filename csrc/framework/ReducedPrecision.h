@@ -10,8 +10,18 @@
 
 namespace at_npu::native {
 
-// True for PyTorch's dispatch error "xxx" not implemented for 'Half' (or 'BFloat16').
+// True for errors of CPU kernels that lack float16 / bfloat16 ("xxx" not implemented for 'Half',
+// "Unsupported datatype for add_relu", "linalg.inv: Low precision dtypes not supported").
 bool isMissingReducedPrecisionKernel(const std::string& message);
+
+// Ops that accumulate over many elements (reductions, matmul, convolution, normalisation,
+// interpolation and pooling, sampling, losses, linear algebra). NPUs accumulate float16 / bfloat16
+// in float32, so these run in float32 with the results rounded once. `name` is "aten::sum.dim_IntList".
+bool accumulatesInFloat32(const std::string& name);
+
+// True when a tensor argument (or list element) on the stack's last `nargs` values is float16 or
+// bfloat16.
+bool hasReducedPrecisionTensor(c10::ArrayRef<c10::IValue> args);
 
 // Runs `run` on the last `nargs` values of `stack` with every float16 / bfloat16 tensor upcast to
 // float32, then writes mutated arguments back and casts float32 results to the reduced dtype.

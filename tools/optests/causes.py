@@ -15,6 +15,7 @@ class FileResult:
     name: str                  # file name inside test_base_ops
     status: str                # passed | failed | timeout | crashed
     seconds: float = 0.0
+    returncode: int = 0
     ran: int = 0
     failures: int = 0
     errors: int = 0
@@ -24,6 +25,7 @@ class FileResult:
     cause: str = ""            # one of CAUSES' names, for failed files
     detail: str = ""           # the op or API the cause names, when there is one
     tail: list = field(default_factory=list)
+    in_cpu_reference: bool = False  # the first error comes from the test's CPU reference code
 
     @property
     def passed(self):
@@ -44,9 +46,18 @@ def _exception_line(traceback_text):
     return lines[i].strip()[:400] if i < len(lines) else ""
 
 
+def _fails_in_cpu_reference(name, body, error):
+    """True when the innermost frame of the test file is its CPU reference (cpu_op_exec...): the
+    error comes from PyTorch's CPU kernels, not from npu."""
+    frames = [fn for path, fn in re.findall(r'File "([^"]+)", line \d+, in (\w+)', body)
+              if path.endswith("/" + name)]
+    return bool(frames) and "cpu" in frames[-1].lower() and "npu" not in frames[-1].lower() \
+        and "npu" not in error.lower()
+
+
 def parse_output(name, returncode, output, seconds, timed_out):
     """A FileResult from a finished (or killed) `python test_xxx.py` run."""
-    result = FileResult(name=name, status="failed", seconds=seconds)
+    result = FileResult(name=name, status="failed", seconds=seconds, returncode=returncode)
     result.tail = output.rstrip().splitlines()[-12:]
     ran = _RAN.findall(output)
     if ran:
@@ -57,13 +68,16 @@ def parse_output(name, returncode, output, seconds, timed_out):
         result.errors = counts.get("errors", 0)
         result.skipped = counts.get("skipped", 0)
     blocks = _BLOCK.findall(output)
+    body = ""
     if blocks:
         kind, test, where, body = blocks[0]
         parts = [p for p in where.split(".") if p != test]  # "__main__.TestAbs[.test_abs]"
         result.first_test = f"{parts[-1]}.{test}" if parts else test
         result.first_error = _exception_line(body)
     elif "Traceback (most recent call last)" in output:
-        result.first_error = _exception_line(output[output.rfind("Traceback (most recent call last)"):])
+        body = output[output.rfind("Traceback (most recent call last)"):]
+        result.first_error = _exception_line(body)
+    result.in_cpu_reference = _fails_in_cpu_reference(name, body, result.first_error)
     if timed_out:
         result.status = "timeout"
     elif returncode == 0 and ran and re.search(r"^OK\b", output[output.rfind("\nRan "):], re.M):
@@ -109,8 +123,12 @@ def classify(result, output):
     if result.status == "timeout":
         return "timeout", ""
     if result.status == "crashed":
+        if result.returncode == -9:
+            return "killed (out of host memory)", ""
         return "crash", result.first_error or (result.tail[-1] if result.tail else "")
     text = result.first_error
+    if result.in_cpu_reference:
+        return "CPU reference fails (test predates this torch)", ""
     for cause, pattern in CAUSES:
         m = pattern.search(text)
         if m:

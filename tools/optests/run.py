@@ -34,11 +34,24 @@ def find_test_dir(root: Path) -> Path:
                      "op-plugin checkout (OPPLUGIN=/path/to/op-plugin)")
 
 
+_running = set()  # process groups of the files being run, ended if the runner is stopped
+
+
+def _stop_running(signum, _frame):
+    for pid in list(_running):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    raise SystemExit(128 + signum)
+
+
 def run_file(path: Path, python: str, timeout: float, workdir: Path, env: dict):
     """Run one test file; returns its FileResult."""
     start = time.monotonic()
     proc = subprocess.Popen([python, str(path)], cwd=workdir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
+    _running.add(proc.pid)
     timed_out = False
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -46,6 +59,8 @@ def run_file(path: Path, python: str, timeout: float, workdir: Path, env: dict):
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
+    finally:
+        _running.discard(proc.pid)
     text = out.decode("utf-8", errors="replace")
     return parse_output(path.name, proc.returncode, text, time.monotonic() - start, timed_out)
 
@@ -102,6 +117,8 @@ def main(argv=None):
     print(f"running {len(files)} files from {test_dir} ({args.jobs} at a time, {args.timeout:.0f}s "
           f"timeout each)", flush=True)
 
+    signal.signal(signal.SIGTERM, _stop_running)
+    signal.signal(signal.SIGINT, _stop_running)
     started = time.monotonic()
     results = []
     with tempfile.TemporaryDirectory(prefix="optests-") as workdir, \
@@ -129,7 +146,7 @@ def main(argv=None):
 
 
 def _as_dict(r):
-    return {k: getattr(r, k) for k in ("name", "status", "seconds", "ran", "failures", "errors", "skipped",
+    return {k: getattr(r, k) for k in ("name", "status", "returncode", "seconds", "ran", "failures", "errors", "skipped",
                                        "first_test", "first_error", "cause", "detail")}
 
 

@@ -142,11 +142,10 @@ class TestCase(expecttest.TestCase):
         n_abs, n_rel = int(abs_bad.sum()), int(rel_bad.sum())
         allowed = a.size * tol
         if n_abs > allowed and n_rel > allowed:
-            bad = abs_bad & rel_bad
-            idx = np.unravel_index(int(np.argmax(np.where(bad, diff, -1.0))), a.shape) if a.ndim else ()
-            self.fail(f"{prefix}result error: {int(bad.sum())} of {a.size} elements differ beyond "
-                      f"prec={tol} (absolute and relative); largest at index {tuple(int(i) for i in idx)}: "
-                      f"{a64[idx]} vs {b64[idx]}")
+            idx = np.unravel_index(int(np.argmax(np.where(abs_bad, diff, -1.0))), a.shape) if a.ndim else ()
+            self.fail(f"{prefix}result error: of {a.size} elements, {n_abs} differ by more than {tol} and "
+                      f"{n_rel} by more than {tol} relative (at most {allowed:g} may); largest difference "
+                      f"at index {tuple(int(i) for i in idx)}: {a64[idx]} vs {b64[idx]}")
 
     # ------------------------------------------------------------------------------------------
     # assertEqual / assertNotEqual with a precision
