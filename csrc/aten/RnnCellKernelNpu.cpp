@@ -2,6 +2,7 @@
 // accelerators (nn.LSTM, nn.GRU, LSTMCell, GRUCell), composed of device ops. Gate layouts and the
 // saved workspace follow the CUDA kernels, so PyTorch's backward formulas apply unchanged:
 // LSTM workspace [i, f, g, o] (activated), GRU workspace [r, z, n, hx, hn + b_hn].
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/tanh.h>

@@ -1,6 +1,7 @@
 // SyncBatchNormKernelNpu.cpp - the batch-norm pieces nn.SyncBatchNorm calls on accelerators
 // (per-device statistics, gathering them across devices, the elementwise transform and the two
 // backward steps), composed of device ops. Statistics are float32 for float16 / bfloat16 inputs.
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/_to_copy.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
@@ -58,7 +59,7 @@ at::Tensor batch_norm_elemt(const at::Tensor& input, const std::optional<at::Ten
 at::Tensor& batch_norm_elemt_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,
                                  const std::optional<at::Tensor>& bias, const at::Tensor& mean,
                                  const at::Tensor& invstd, double eps, at::Tensor& out) {
-  at::Tensor y = batch_norm_elemt(input, weight, bias, mean, invstd, eps);
+  at::Tensor y = at_npu::native::batch_norm_elemt(input, weight, bias, mean, invstd, eps);
   out.resize_(y.sizes());
   return out.copy_(y);
 }
@@ -98,8 +99,8 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats(
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
     double momentum, double eps, int64_t count) {
   at::Tensor counts = at::full({mean.size(0)}, static_cast<double>(count), mean.options());
-  return batch_norm_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum,
-                                             eps, counts);
+  return at_npu::native::batch_norm_gather_stats_with_counts(input, mean, invstd, running_mean,
+                                                             running_var, momentum, eps, counts);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_reduce(
