@@ -68,3 +68,16 @@ def copy_memory_(self, src, non_blocking=False):
 
 
 _register_custom_ops()
+
+
+from torch_npu import utils  # noqa: E402,F401  (torch_npu.utils.cpp_extension, cmake_prefix_path)
+
+
+def _install_onnx_support() -> None:
+    """npu ops in torch.onnx.export (torch_npu/onnx/): legacy symbolics now, dynamo table at export."""
+    from torch_npu.onnx._hook import install
+
+    install()
+
+
+_install_onnx_support()
