@@ -51,8 +51,8 @@ def _doc_section(results, meta):
            "2 at a time), and prints one line per file with the first error, then the failures by cause. "
            "A file passes when unittest reports OK (tests that `SupportedDevices` or "
            "`SkipIfNotGteCANNVersion` skip on the reported chip count as skipped, as on that chip).", "",
-           f"Latest full run: torch {meta.get('torch', '?')}, SoC {meta.get('soc', '?')}, "
-           f"CANN version {meta.get('cann', '?')}, {meta['seconds'] // 60} min.", "",
+           f"Latest run: {meta.get('selection', 'all files')}; torch {meta.get('torch', '?')}, SoC "
+           f"{meta.get('soc', '?')}, CANN version {meta.get('cann', '?')}, {meta['seconds'] // 60} min.", "",
            "| files | passed | failed | pass rate | files with every test skipped |",
            "|---|---|---|---|---|",
            f"| {total} | {passed} | {total - passed} | {pct:.1f}% | {skipped_only} |", "",

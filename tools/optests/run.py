@@ -104,6 +104,8 @@ def main(argv=None):
     parser.add_argument("--json", type=Path, default=Path("build/optests/results.json"),
                         help="where to write per-file results (default build/optests/results.json)")
     parser.add_argument("--doc", type=Path, help="write the summary into this markdown file's optests section")
+    parser.add_argument("--record-partial", action="store_true",
+                        help="write --doc for a partial run too (the section says which part ran)")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         raise SystemExit("error: --jobs must be at least 1")
@@ -130,19 +132,30 @@ def main(argv=None):
             print(file_line(r), flush=True)
     elapsed = time.monotonic() - started
 
-    meta = {"test_dir": str(test_dir), "files": len(results), "seconds": round(elapsed),
-            "sample": bool(args.sample or args.files or args.failed_from), **_environment(args.python, env)}
+    total = len(list(test_dir.glob("test_*.py")))
+    partial = bool(args.sample or args.files or args.failed_from)
+    meta = {"test_dir": str(test_dir), "files": len(results), "total_files": total, "seconds": round(elapsed),
+            "sample": partial, "selection": _selection(args, len(results), total),
+            **_environment(args.python, env)}
     print()
     for line in summary_lines(results, meta):
         print(line)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"meta": meta, "files": [_as_dict(r) for r in results]}, indent=1))
-    if args.doc and meta["sample"]:
+    if args.doc and meta["sample"] and not args.record_partial:
         print(f"\npartial run: {args.doc} not updated (it records full runs only)")
     elif args.doc:
         write_doc(args.doc, results, meta)
         print(f"\nsummary written to {args.doc}")
     return 0
+
+
+def _selection(args, ran, total):
+    if args.sample:
+        return f"a random sample of {ran} of the {total} files (--sample {args.sample} --seed {args.seed})"
+    if args.files or args.failed_from:
+        return f"{ran} chosen files of {total}"
+    return f"all {total} files"
 
 
 def _as_dict(r):
