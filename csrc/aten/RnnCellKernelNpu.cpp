@@ -34,7 +34,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> _thnn_fused_lstm_cell(
     const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& cx,
     const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
   checkGates("_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, 4);
-  at::Tensor gates = biased(biased(input_gates, input_bias), hidden_bias);
+  at::Tensor gates = biased(biased(input_gates + hidden_gates, input_bias), hidden_bias);
   auto chunks = gates.chunk(4, 1);
   at::Tensor i = at::sigmoid(chunks[0]), f = at::sigmoid(chunks[1]);
   at::Tensor g = at::tanh(chunks[2]), o = at::sigmoid(chunks[3]);

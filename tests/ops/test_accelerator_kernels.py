@@ -32,7 +32,7 @@ def test_fused_cells_against_the_unfused_formulas():
     B, H = 3, 4
     ig, hg, cx = torch.randn(B, 4 * H), torch.randn(B, 4 * H), torch.randn(B, H)
     bi, bh = torch.randn(4 * H), torch.randn(4 * H)
-    hy, cy, ws = torch._thnn_fused_lstm_cell(ig.npu(), hg.npu(), cx.npu(), bi.npu(), bh.npu())
+    hy, cy, ws = torch.ops.aten._thnn_fused_lstm_cell(ig.npu(), hg.npu(), cx.npu(), bi.npu(), bh.npu())
     i, f, g, o = (ig + hg + bi + bh).chunk(4, 1)
     i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
     torch.testing.assert_close(cy.cpu(), f * cx + i * g)
@@ -40,14 +40,14 @@ def test_fused_cells_against_the_unfused_formulas():
     torch.testing.assert_close(ws.cpu(), torch.cat([i, f, g, o], 1))
     # GRU: r, z, n gates; the workspace keeps hx and the hidden part of n.
     ig3, hg3, hx = torch.randn(B, 3 * H), torch.randn(B, 3 * H), torch.randn(B, H)
-    hy, ws = torch._thnn_fused_gru_cell(ig3.npu(), hg3.npu(), hx.npu())
+    hy, ws = torch.ops.aten._thnn_fused_gru_cell(ig3.npu(), hg3.npu(), hx.npu())
     r = (ig3[:, :H] + hg3[:, :H]).sigmoid()
     z = (ig3[:, H:2 * H] + hg3[:, H:2 * H]).sigmoid()
     n = (ig3[:, 2 * H:] + r * hg3[:, 2 * H:]).tanh()
     torch.testing.assert_close(hy.cpu(), (1 - z) * n + z * hx)
     assert ws.shape == (B, 5 * H)
     with pytest.raises(RuntimeError, match="hidden_size"):
-        torch._thnn_fused_lstm_cell(ig.npu(), hg.npu(), torch.randn(B, H + 1).npu())
+        torch.ops.aten._thnn_fused_lstm_cell(ig.npu(), hg.npu(), torch.randn(B, H + 1).npu())
 
 
 def test_sync_batch_norm_pieces_match_batch_norm():
