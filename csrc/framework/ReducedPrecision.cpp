@@ -104,15 +104,9 @@ bool accumulatesInFloat32(const std::string& name) {
 }
 
 bool hasReducedPrecisionTensor(c10::ArrayRef<c10::IValue> args) {
-  for (const auto& v : args) {
-    if (v.isTensor() && isReduced(v.toTensor())) return true;
-    if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) {
-        if (isReduced(t)) return true;
-      }
-    }
-  }
-  return false;
+  // Only when no float32 / float64 tensor is mixed in: mixed dtypes keep the kernel's own rules
+  // (and errors, e.g. mm of float and half).
+  return resultDtype(args).has_value();
 }
 
 bool isMissingReducedPrecisionKernel(const std::string& message) {
@@ -134,7 +128,18 @@ void runUpcast(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const std::optional<at::ScalarType> reduced = resultDtype(originals);
   torch::jit::drop(*stack, nargs);
   std::vector<c10::IValue> upcast_args;
-  for (const auto& v : originals) upcast_args.push_back(upcastValue(v));
+  for (size_t i = 0; i < nargs; ++i) {
+    // A dtype argument naming the reduced type (cumsum(..., dtype=torch.half)) follows the tensors.
+    auto kind = schema.arguments()[i].type()->kind();
+    if (kind == c10::TypeKind::OptionalType) kind = schema.arguments()[i].type()->containedType(0)->kind();
+    const c10::IValue& v = originals[i];
+    if (kind == c10::TypeKind::ScalarTypeType && v.isInt() &&
+        (v.toScalarType() == at::kHalf || v.toScalarType() == at::kBFloat16)) {
+      upcast_args.emplace_back(at::kFloat);
+      continue;
+    }
+    upcast_args.push_back(upcastValue(v));
+  }
   for (const auto& v : upcast_args) stack->push_back(v);
   run(stack);
   // In-place and out= arguments: the op wrote into float32 copies; write them back.

@@ -19,8 +19,8 @@ bool isMissingReducedPrecisionKernel(const std::string& message);
 // in float32, so these run in float32 with the results rounded once. `name` is "aten::sum.dim_IntList".
 bool accumulatesInFloat32(const std::string& name);
 
-// True when a tensor argument (or list element) on the stack's last `nargs` values is float16 or
-// bfloat16.
+// True when the floating tensor arguments (and list elements) are float16 / bfloat16 and none is
+// float32 or float64 (mixed dtypes keep the kernel's own promotion rules and errors).
 bool hasReducedPrecisionTensor(c10::ArrayRef<c10::IValue> args);
 
 // Runs `run` on the last `nargs` values of `stack` with every float16 / bfloat16 tensor upcast to
