@@ -14,8 +14,10 @@ at::Tensor asInt64(const at::Tensor& indices) {
   return indices.scalar_type() == at::kInt ? at::_to_copy(indices, at::kLong) : indices;
 }
 
+// int32 indices give an int32 one-hot tensor, as torch_npu returns it.
 at::Tensor oneHot(const at::Tensor& self, int64_t num_classes) {
-  return at::native::one_hot(asInt64(self), num_classes);
+  at::Tensor out = at::native::one_hot(asInt64(self), num_classes);
+  return self.scalar_type() == at::kInt ? at::_to_copy(out, at::kInt) : out;
 }
 
 at::Tensor nllLossNd(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,

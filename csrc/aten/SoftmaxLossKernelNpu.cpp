@@ -20,7 +20,9 @@ namespace at_npu::native {
     const int64_t d = c10::maybe_wrap_dim(dim, self.dim());                                        \
     c10::DeviceGuard guard(out.device());                                                          \
     at::native::resize_output(out, self.sizes());                                                  \
-    EXEC_NPU_CMD(aclnn##Name, self, d, out);                                                       \
+    /* half_to_float: the float16 input computes in float32 */                                     \
+    const at::Tensor in = self.scalar_type() == expected ? self : self.to(expected);               \
+    EXEC_NPU_CMD(aclnn##Name, in, d, out);                                                         \
     return out;                                                                                    \
   }                                                                                                \
   at::Tensor& fn##_backward_data_out(const at::Tensor& grad_output, const at::Tensor& output,      \

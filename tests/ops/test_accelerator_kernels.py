@@ -87,7 +87,7 @@ def test_sync_batch_norm_pieces_match_batch_norm():
 
 def test_int32_class_indices_as_torch_npu_takes_them():
     idx = torch.tensor([0, 3, 1, 2])
-    torch.testing.assert_close(F.one_hot(idx.int().npu(), 5).cpu(), F.one_hot(idx, 5))
+    torch.testing.assert_close(F.one_hot(idx.int().npu(), 5).cpu(), F.one_hot(idx, 5).int())
     logits = torch.randn(4, 5)
     xn = logits.npu().requires_grad_()
     loss = F.cross_entropy(xn, idx.int().npu())
@@ -142,3 +142,7 @@ def test_softmax_backward_of_a_half_to_float_softmax():
     assert got.dtype == torch.float16
     ref = torch._softmax_backward_data(grad, out, -1, torch.float32).half()
     torch.testing.assert_close(got.cpu(), ref)
+    x = torch.randn(3, 4).half()
+    y = torch._softmax(x.npu(), -1, True)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y.cpu(), torch.softmax(x.float(), -1))
