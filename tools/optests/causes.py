@@ -100,9 +100,8 @@ CAUSES = [
         r"'Tensor' object has no attribute '(npu_\w+)'|_OpNamespace 'npu' object has no attribute '(\w+)'|"
         r"No such operator npu::(\w+)")),
     ("missing torch_npu API", re.compile(
-        r"module '(torch_npu[\w.]*|torch\.npu[\w.]*)' has no attribute '\w+'|"
-        r"cannot import name '\w+' from '(torch_npu[\w.]*)'|No module named '(torch_npu[\w.]*)'|"
-        r"module 'torch\.npu' has no attribute '\w+'")),
+        r"module '((?:torch_npu|torch\.npu)[\w.]*' has no attribute '\w+)'|"
+        r"cannot import name '\w+' from '(torch_npu[\w.]*)'|No module named '(torch_npu[\w.]*)'")),
     ("missing Python package", re.compile(r"No module named '([\w.]+)'")),
     ("op not supported on npu", re.compile(
         r"NotImplementedError.*?'?(aten::\w+(?:\.\w+)?)|not implemented for '(?:PrivateUse1|npu)'|"
@@ -133,7 +132,8 @@ def classify(result, output):
         m = pattern.search(text)
         if m:
             groups = [g for g in m.groups() if g]
-            detail = groups[0] if groups and cause != "runtime error in op" else ""
+            detail = groups[0] if groups and cause not in ("runtime error in op", "wrong result") else ""
+            detail = detail.replace("' has no attribute '", ".")
             return cause, detail
     if not text:
         return "no result", ""
