@@ -53,6 +53,18 @@ def _register_custom_ops() -> None:
     for name in _op_bindings.__all__:
         globals()[name] = getattr(_op_bindings, name)
     _op_bindings.install_tensor_methods()
+    globals()["fast_gelu"] = _op_bindings.npu_fast_gelu  # torch_npu's other spelling
+
+
+def copy_memory_(self, src, non_blocking=False):
+    """Copy `src` into `self`: both npu tensors of one dtype, on one device, with as many elements."""
+    if self.device.type != "npu" or src.device.type != "npu":
+        raise RuntimeError(f"copy_memory_ only supports npu tensors, got {self.device} and {src.device}")
+    if self.dtype != src.dtype or self.device != src.device or self.numel() != src.numel():
+        raise RuntimeError("copy_memory_: tensors must have the same dtype, device and number of elements, "
+                           f"got {self.dtype}/{self.device}/{self.numel()} and {src.dtype}/{src.device}/"
+                           f"{src.numel()}")
+    return self.copy_(src.view(self.shape), non_blocking=non_blocking)
 
 
 _register_custom_ops()

@@ -1,5 +1,6 @@
 // ActivationKernelNpu.cpp - gelu and silu (forward and backward) and the backward kernels of relu
 // (threshold_backward), sigmoid and tanh, on device ops.
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 
@@ -103,7 +104,7 @@ at::Tensor& threshold_backward_out(const at::Tensor& grad_output, const at::Tens
     return grad_input;
   }
   c10::DeviceGuard guard(grad_input.device());
-  at::native::resize_output(grad_input, self.sizes());
+  at::native::resize_output(grad_input, at::infer_size(grad_output.sizes(), self.sizes()));
   adoptInputFormat(grad_input, grad_output, self);
   EXEC_NPU_CMD(aclnnThresholdBackward, grad_output, self, threshold, grad_input);
   return grad_input;

@@ -17,8 +17,9 @@ bool convOnDevice(const at::Tensor& input, const at::Tensor& weight, const at::T
   if (!deviceOpsSupport({input, weight, bias}) || !at::isFloatingType(input.scalar_type())) {
     return false;
   }
+  // Empty inputs or weights (zero channels) take PyTorch's own path: a bias-filled or empty result.
   return weight.device() == input.device() && (!bias.defined() || bias.device() == input.device()) &&
-         weight.scalar_type() == input.scalar_type();
+         weight.scalar_type() == input.scalar_type() && input.numel() > 0 && weight.numel() > 0;
 }
 
 std::vector<int64_t> convOutputShape(const at::Tensor& input, const at::Tensor& weight,
