@@ -1,7 +1,8 @@
 // BoxKernelNpu.cpp - detection ops: npu_bounding_box_encode / decode, npu_iou, npu_giou (+ backward),
-// npu_nms_v4. Box coordinates are (x1, y1, x2, y2) unless said otherwise.
+// npu_nms_v4, npu_nms_with_mask. Box coordinates are (x1, y1, x2, y2) unless said otherwise.
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/maximum.h>
@@ -172,6 +173,52 @@ std::tuple<at::Tensor, at::Tensor> npu_nms_v4_meta(const at::Tensor& self, const
                                                    const at::Tensor& scores_threshold, bool pad_to_max_output_size) {
   auto opts = self.options().dtype(at::kInt);
   return {at::empty({max_output_size.toLong()}, opts), at::empty({}, opts)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_nms_with_mask(const at::Tensor& input,
+                                                                 const at::Scalar& iou_threshold) {
+  TORCH_CHECK_VALUE(input.dim() == 2 && input.size(1) == 5,
+                    "npu_nms_with_mask: input must have shape (N, 5) of (x1, y1, x2, y2, score), got ", input.sizes());
+  const int64_t n = input.size(0);
+  const float iou_max = iou_threshold.toFloat();
+  // Boxes sorted by score (descending, stable), their original indices, and 1 for the boxes greedy
+  // suppression keeps: a box goes when it overlaps a kept, higher-scoring box by more than the threshold.
+  at::Tensor rows = input.to(at::kCPU, at::kFloat).contiguous();
+  const float* r = rows.data_ptr<float>();
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return r[5 * x + 4] > r[5 * y + 4]; });
+  auto iou = [&](int64_t i, int64_t j) {
+    const float* p = r + 5 * i;
+    const float* q = r + 5 * j;
+    const float w = std::max(0.f, std::min(p[2], q[2]) - std::max(p[0], q[0]));
+    const float h = std::max(0.f, std::min(p[3], q[3]) - std::max(p[1], q[1]));
+    const float inter = w * h;
+    const float uni = (p[2] - p[0]) * (p[3] - p[1]) + (q[2] - q[0]) * (q[3] - q[1]) - inter;
+    return uni > 0 ? inter / uni : 0.f;
+  };
+  at::Tensor idx = at::empty({n}, at::TensorOptions().dtype(at::kInt));
+  at::Tensor mask = at::zeros({n}, at::TensorOptions().dtype(at::kByte));
+  int* idx_p = idx.data_ptr<int>();
+  uint8_t* mask_p = mask.data_ptr<uint8_t>();
+  std::vector<int64_t> kept;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = order[k];
+    idx_p[k] = static_cast<int>(i);
+    bool keep = true;
+    for (int64_t j : kept) keep = keep && iou(i, j) <= iou_max;
+    if (keep) kept.push_back(i);
+    mask_p[k] = keep ? 1 : 0;
+  }
+  at::Tensor sorted = rows.index_select(0, idx.to(at::kLong)).to(input.scalar_type());
+  return {sorted.to(input.device()), idx.to(input.device()), mask.to(input.device())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_nms_with_mask_meta(const at::Tensor& input,
+                                                                      const at::Scalar& iou_threshold) {
+  const int64_t n = input.size(0);
+  return {at::empty_like(input), at::empty({n}, input.options().dtype(at::kInt)),
+          at::empty({n}, input.options().dtype(at::kByte))};
 }
 
 }  // namespace at_npu::native
