@@ -155,3 +155,20 @@ def test_silu_inplace():
     res = torch_npu.npu_silu_(y)
     assert res.data_ptr() == y.data_ptr()
     torch.testing.assert_close(y.cpu(), torch.nn.functional.silu(x))
+
+
+def test_batch_nms():
+    # Image 0: class 0 keeps boxes 0 and 2 (box 1 overlaps box 0), class 1 keeps box 1; image 1: nothing
+    # above the score threshold.
+    boxes = torch.tensor([[[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 10.0, 10.0], [20.0, 20.0, 30.0, 30.0]],
+                          [[0.0, 0.0, 1.0, 1.0], [2.0, 2.0, 3.0, 3.0], [4.0, 4.0, 5.0, 5.0]]]).unsqueeze(2)
+    scores = torch.tensor([[[0.9, 0.1], [0.8, 0.7], [0.6, 0.05]], [[0.1, 0.1], [0.2, 0.0], [0.0, 0.1]]])
+    nb, ns, nc, num = torch_npu.npu_batch_nms(boxes.to(NPU), scores.to(NPU), 0.3, 0.5, 4, 5)
+    assert nb.shape == (2, 5, 4) and ns.shape == (2, 5) and nc.shape == (2, 5) and num.dtype == torch.int32
+    torch.testing.assert_close(num.cpu(), torch.tensor([3, 0], dtype=torch.int32))
+    torch.testing.assert_close(ns.cpu()[0], torch.tensor([0.9, 0.7, 0.6, 0.0, 0.0]))
+    torch.testing.assert_close(nc.cpu()[0], torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0]))
+    torch.testing.assert_close(nb.cpu()[0, :3], boxes[0, [0, 1, 2], 0])
+    assert nb.cpu()[1].abs().sum() == 0
+    with pytest.raises(ValueError, match="num_boxes, q, 4"):
+        torch_npu.npu_batch_nms(boxes[:, :, 0].to(NPU), scores.to(NPU), 0.3, 0.5, 4, 5)
