@@ -172,3 +172,36 @@ def test_batch_nms():
     assert nb.cpu()[1].abs().sum() == 0
     with pytest.raises(ValueError, match="num_boxes, q, 4"):
         torch_npu.npu_batch_nms(boxes[:, :, 0].to(NPU), scores.to(NPU), 0.3, 0.5, 4, 5)
+
+
+def diou_ref(b1, b2, trans, eps=1e-9):
+    """DIoU of box i of b1 against box i of b2, boxes as (4, N) columns, written out as the definition."""
+    if trans:
+        b1 = torch.stack([b1[0] - b1[2] / 2, b1[1] - b1[3] / 2, b1[0] + b1[2] / 2, b1[1] + b1[3] / 2])
+        b2 = torch.stack([b2[0] - b2[2] / 2, b2[1] - b2[3] / 2, b2[0] + b2[2] / 2, b2[1] + b2[3] / 2])
+    inter = (torch.min(b1[2], b2[2]) - torch.max(b1[0], b2[0])).clamp(0) * \
+        (torch.min(b1[3], b2[3]) - torch.max(b1[1], b2[1])).clamp(0)
+    union = (b1[2] - b1[0]) * (b1[3] - b1[1] + eps) + (b2[2] - b2[0]) * (b2[3] - b2[1] + eps) - inter + eps
+    c2 = (torch.max(b1[2], b2[2]) - torch.min(b1[0], b2[0])) ** 2 + \
+        (torch.max(b1[3], b2[3]) - torch.min(b1[1], b2[1])) ** 2 + eps
+    rho2 = ((b2[0] + b2[2] - b1[0] - b1[2]) ** 2 + (b2[1] + b2[3] - b1[1] - b1[3]) ** 2) / 4
+    return (inter / union - rho2 / c2).unsqueeze(0)
+
+
+@pytest.mark.parametrize("trans", [True, False])
+def test_diou_forward_backward(trans):
+    g = torch.Generator().manual_seed(5)
+    lo, hi = torch.rand(2, 12, generator=g) * 0.5, 0.5 + torch.rand(2, 12, generator=g) * 0.5
+    b1 = torch.cat([lo, hi]) if not trans else torch.rand(4, 12, generator=g) + 0.1
+    b2 = torch.cat([lo + 0.1, hi + 0.05]) if not trans else torch.rand(4, 12, generator=g) + 0.1
+    c1, c2 = b1.clone().requires_grad_(), b2.clone().requires_grad_()
+    expected = diou_ref(c1, c2, trans)
+    expected.backward(torch.ones_like(expected))
+    n1, n2 = b1.to(NPU).requires_grad_(), b2.to(NPU).requires_grad_()
+    out = torch_npu.npu_diou(n1, n2, trans, False, 0)
+    out.backward(torch.ones_like(out))
+    torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(n1.grad.cpu(), c1.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(n2.grad.cpu(), c2.grad, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"\(4, N\)"):
+        torch_npu.npu_diou(b1.t().to(NPU), b2.t().to(NPU))

@@ -1,4 +1,4 @@
-// BoxKernelNpu.cpp - detection ops: npu_bounding_box_encode / decode, npu_iou, npu_giou (+ backward),
+// BoxKernelNpu.cpp - detection ops: npu_bounding_box_encode / decode, npu_iou (npu_ptiou), npu_giou (+ backward),
 // npu_nms_v4, npu_nms_with_mask. Box coordinates are (x1, y1, x2, y2) unless said otherwise.
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/empty.h>
@@ -110,6 +110,11 @@ at::Tensor npu_iou(const at::Tensor& bboxes, const at::Tensor& gtboxes, int64_t 
   constexpr double kEps = 1e-9;
   at::Tensor denom = mode == 0 ? o.area_a + o.area_b - o.inter : o.area_b.expand_as(o.inter);
   return (o.inter / (denom + kEps)).to(bboxes.scalar_type());
+}
+
+// torch_npu's other name for npu_iou (the same device op).
+at::Tensor npu_ptiou(const at::Tensor& bboxes, const at::Tensor& gtboxes, int64_t mode) {
+  return npu_iou(bboxes, gtboxes, mode);
 }
 
 at::Tensor npu_giou(const at::Tensor& self, const at::Tensor& gtboxes, bool trans, bool is_cross, int64_t mode) {
