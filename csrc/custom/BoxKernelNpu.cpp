@@ -42,24 +42,27 @@ at::Tensor xywhToXyxy(const at::Tensor& t) {
   return at::stack({cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2}, 1);
 }
 
+// npu_giou takes boxes as torch_npu does, (4, N) columns; the result is (N, 1) box by box, or (N, M)
+// with is_cross (row i: box i of self against every box of gtboxes).
 at::Tensor giouForward(const at::Tensor& self, const at::Tensor& gtboxes, bool trans, bool is_cross) {
-  at::Tensor a = (trans ? xywhToXyxy(self) : self).to(at::kFloat);
-  at::Tensor b = (trans ? xywhToXyxy(gtboxes) : gtboxes).to(at::kFloat);
+  at::Tensor a = (trans ? xywhToXyxy(self.t()) : self.t()).to(at::kFloat);
+  at::Tensor b = (trans ? xywhToXyxy(gtboxes.t()) : gtboxes.t()).to(at::kFloat);
   Overlap o = overlap(a, b, is_cross);
   constexpr double kEps = 1e-9;
   at::Tensor uni = o.area_a + o.area_b - o.inter;
   at::Tensor iou = o.inter / (uni + kEps);
   at::Tensor giou = iou - (o.enclose - uni) / (o.enclose + kEps);
-  return is_cross ? giou : giou.unsqueeze(0);
+  return is_cross ? giou.t() : giou.unsqueeze(1);
 }
 
 void checkGiou(const at::Tensor& self, const at::Tensor& gtboxes, bool is_cross, int64_t mode) {
-  checkBoxes("npu_giou", "self", self);
-  checkBoxes("npu_giou", "gtboxes", gtboxes);
+  TORCH_CHECK_VALUE(self.dim() == 2 && self.size(0) == 4 && gtboxes.dim() == 2 && gtboxes.size(0) == 4,
+                    "npu_giou: boxes must have shape (4, N) (rows x1, y1, x2, y2), got ", self.sizes(), " and ",
+                    gtboxes.sizes());
   TORCH_CHECK_VALUE(mode == 0, "npu_giou: only mode=0 (IoU) is supported, got ", mode);
-  TORCH_CHECK_VALUE(is_cross || self.size(0) == gtboxes.size(0),
+  TORCH_CHECK_VALUE(is_cross || self.size(1) == gtboxes.size(1),
                     "npu_giou: with is_cross=False, self and gtboxes need the same number of boxes, got ",
-                    self.size(0), " and ", gtboxes.size(0));
+                    self.size(1), " and ", gtboxes.size(1));
 }
 
 }  // namespace
@@ -105,11 +108,17 @@ at::Tensor npu_iou(const at::Tensor& bboxes, const at::Tensor& gtboxes, int64_t 
   checkBoxes("npu_iou", "bboxes", bboxes);
   checkBoxes("npu_iou", "gtboxes", gtboxes);
   TORCH_CHECK_VALUE(mode == 0 || mode == 1, "npu_iou: mode must be 0 (IoU) or 1 (IoF), got ", mode);
-  // Result [len(gtboxes), len(bboxes)]; IoF divides by the ground-truth box's area.
+  // Result [len(gtboxes), len(bboxes)]; IoF divides by the ground-truth box's area. As the device's Iou
+  // kernel (eps attribute 0.01), box areas count each side 0.01 longer, so degenerate boxes never
+  // divide by zero and identical boxes give slightly less than 1.
   Overlap o = overlap(bboxes.to(at::kFloat), gtboxes.to(at::kFloat), /*cross=*/true);
-  constexpr double kEps = 1e-9;
-  at::Tensor denom = mode == 0 ? o.area_a + o.area_b - o.inter : o.area_b.expand_as(o.inter);
-  return (o.inter / (denom + kEps)).to(bboxes.scalar_type());
+  constexpr double kEps = 0.01;
+  auto area = [&](const at::Tensor& t) {
+    return ((t.select(-1, 2) - t.select(-1, 0) + kEps) * (t.select(-1, 3) - t.select(-1, 1) + kEps));
+  };
+  at::Tensor area_a = area(bboxes.to(at::kFloat)).unsqueeze(0), area_b = area(gtboxes.to(at::kFloat)).unsqueeze(1);
+  at::Tensor denom = mode == 0 ? area_a + area_b - o.inter : area_b.expand_as(o.inter);
+  return (o.inter / denom).to(bboxes.scalar_type());
 }
 
 // torch_npu's other name for npu_iou (the same device op).
