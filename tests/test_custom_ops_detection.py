@@ -188,6 +188,22 @@ def diou_ref(b1, b2, trans, eps=1e-9):
     return (inter / union - rho2 / c2).unsqueeze(0)
 
 
+def ciou_ref(b1, b2, trans, eps=1e-9):
+    """CIoU: DIoU minus v * alpha (aspect-ratio term; alpha is a constant for the gradient)."""
+    if trans:
+        b1 = torch.stack([b1[0] - b1[2] / 2, b1[1] - b1[3] / 2, b1[0] + b1[2] / 2, b1[1] + b1[3] / 2])
+        b2 = torch.stack([b2[0] - b2[2] / 2, b2[1] - b2[3] / 2, b2[0] + b2[2] / 2, b2[1] + b2[3] / 2])
+    w1, h1 = b1[2] - b1[0], b1[3] - b1[1] + eps
+    w2, h2 = b2[2] - b2[0], b2[3] - b2[1] + eps
+    inter = (torch.min(b1[2], b2[2]) - torch.max(b1[0], b2[0])).clamp(0) * \
+        (torch.min(b1[3], b2[3]) - torch.max(b1[1], b2[1])).clamp(0)
+    iou = inter / (w1 * h1 + w2 * h2 - inter + eps)
+    v = (4 / np.pi ** 2) * (torch.atan(w2 / h2) - torch.atan(w1 / h1)) ** 2
+    with torch.no_grad():
+        alpha = v / ((1 + eps) - iou + v)
+    return diou_ref(b1, b2, False, eps) - (v * alpha).unsqueeze(0)
+
+
 @pytest.mark.parametrize("trans", [True, False])
 def test_diou_forward_backward(trans):
     g = torch.Generator().manual_seed(5)
@@ -205,3 +221,26 @@ def test_diou_forward_backward(trans):
     torch.testing.assert_close(n2.grad.cpu(), c2.grad, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match=r"\(4, N\)"):
         torch_npu.npu_diou(b1.t().to(NPU), b2.t().to(NPU))
+
+
+@pytest.mark.parametrize("trans", [True, False])
+def test_ciou_forward_backward(trans):
+    g = torch.Generator().manual_seed(6)
+    if trans:
+        b1, b2 = torch.rand(4, 9, generator=g) + 0.1, torch.rand(4, 9, generator=g) + 0.1
+    else:
+        lo1, lo2 = torch.rand(2, 9, generator=g), torch.rand(2, 9, generator=g)
+        b1 = torch.cat([lo1, lo1 + 0.2 + torch.rand(2, 9, generator=g)])
+        b2 = torch.cat([lo2, lo2 + 0.2 + torch.rand(2, 9, generator=g)])
+    c1, c2 = b1.clone().requires_grad_(), b2.clone().requires_grad_()
+    expected = ciou_ref(c1, c2, trans)
+    expected.backward(torch.ones_like(expected))
+    n1, n2 = b1.to(NPU).requires_grad_(), b2.to(NPU).requires_grad_()
+    out = torch_npu.npu_ciou(n1, n2, trans, False, 0, True)
+    out.backward(torch.ones_like(out))
+    torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(n1.grad.cpu(), c1.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(n2.grad.cpu(), c2.grad, rtol=1e-4, atol=1e-5)
+    cross = torch_npu.npu_ciou(b1.to(NPU), b2[:, :4].to(NPU), trans)  # is_cross defaults to True
+    assert cross.shape == (9, 4)
+    torch.testing.assert_close(cross.cpu()[:4].diagonal(), expected.detach()[0, :4], rtol=1e-5, atol=1e-5)
