@@ -158,3 +158,8 @@ def test_parse_output_classifies_first_errors():
 
     no_tests = parse_output("test_z.py", 0, "\nRan 0 tests in 0.0s\n\nOK\n", 1.0, False)
     assert no_tests.passed and not no_tests.all_skipped
+
+    numpy2 = ("Traceback (most recent call last):\n  File \"test_w.py\", line 33, in test_w\n"
+              "    shape = int(np.log10(shape) + 1)\n"
+              "TypeError: only 0-dimensional arrays can be converted to Python scalars\n")
+    assert parse_output("test_w.py", 1, numpy2, 1.0, False).cause == "test code needs NumPy 1.x"
