@@ -244,3 +244,25 @@ def test_ciou_forward_backward(trans):
     cross = torch_npu.npu_ciou(b1.to(NPU), b2[:, :4].to(NPU), trans)  # is_cross defaults to True
     assert cross.shape == (9, 4)
     torch.testing.assert_close(cross.cpu()[:4].diagonal(), expected.detach()[0, :4], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_sign_bits_unpack_inverts_pack(dtype):
+    packed = np.random.default_rng(7).integers(0, 256, 6, dtype=np.uint8)
+    expected = np.unpackbits(packed, bitorder="little").astype(np.float32) * 2 - 1
+    out = torch_npu.npu_sign_bits_unpack(torch.from_numpy(packed).to(NPU), 2, dtype)
+    assert out.dtype == dtype and out.shape == (2, 24)
+    np.testing.assert_array_equal(out.float().cpu().numpy(), expected.reshape(2, 24))
+    x = torch.from_numpy(expected).to(NPU)
+    np.testing.assert_array_equal(torch_npu.npu_sign_bits_pack(x, 1).cpu().numpy()[0], packed)
+
+
+@pytest.mark.parametrize("p,dim,maxnorm", [(2.0, 0, 1.0), (1.0, 1, 0.5), (3.0, -1, 2.0)])
+def test_renorm_backward_matches_autograd(p, dim, maxnorm):
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(4, 5, 3, generator=g)
+    grad = torch.randn(4, 5, 3, generator=g)
+    xc = x.clone().requires_grad_()
+    torch.renorm(xc, p, dim, maxnorm).backward(grad)
+    out = torch_npu.npu_renorm_backward(grad.to(NPU), x.to(NPU), p, dim, maxnorm)
+    torch.testing.assert_close(out.cpu(), xc.grad, rtol=1e-5, atol=1e-6)

@@ -1,4 +1,5 @@
-// IndexingKernelNpu.cpp - npu_indexing (strided slice), npu_masked_fill_range and npu_sign_bits_pack, composed
+// IndexingKernelNpu.cpp - npu_indexing (strided slice), npu_masked_fill_range and npu_sign_bits_pack /
+// npu_sign_bits_unpack, composed
 // of ATen ops (which run on the npu and, on meta tensors, as Meta kernels).
 #include <ATen/ops/arange.h>
 #include <ATen/ops/constant_pad_nd.h>
@@ -90,6 +91,21 @@ at::Tensor npu_sign_bits_pack(const at::Tensor& self, int64_t size) {
   at::Tensor bits = at::constant_pad_nd(self.ge(0).to(at::kInt), {0, bytes * 8 - n}, 0).reshape({bytes, 8});
   at::Tensor weights = at::pow(2, at::arange(8, bits.options()));
   return at::sum(bits * weights, {1}).to(at::kByte).reshape({size, bytes / size});
+}
+
+at::Tensor npu_sign_bits_unpack(const at::Tensor& input, int64_t size, at::ScalarType dtype) {
+  TORCH_CHECK_VALUE(input.dim() == 1 && input.scalar_type() == at::kByte,
+                    "npu_sign_bits_unpack: input must be 1-d uint8, got ", input.scalar_type(), " of shape ",
+                    input.sizes());
+  TORCH_CHECK_VALUE(dtype == at::kFloat || dtype == at::kHalf,
+                    "npu_sign_bits_unpack: dtype must be torch.float32 or torch.float16, got ", dtype);
+  const int64_t bits = input.size(0) * 8;
+  TORCH_CHECK_VALUE(size > 0 && bits % size == 0, "npu_sign_bits_unpack: the ", bits,
+                    " unpacked values cannot be split into size=", size, " rows");
+  // Least significant bit first; a set bit is +1, a clear one -1.
+  at::Tensor shifts = at::arange(8, input.options().dtype(at::kInt));
+  at::Tensor set = input.to(at::kInt).unsqueeze(1).bitwise_right_shift(shifts).bitwise_and(1);
+  return (set * 2 - 1).to(dtype).reshape({size, bits / size});
 }
 
 }  // namespace at_npu::native
