@@ -27,7 +27,7 @@ at::Tensor wide(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t;
       at::Tensor a = requiredTensor(self, "self"), b = requiredTensor(mat2, "mat2");             \
       at::Tensor o = requiredTensor(out, "out");                                                 \
       return Prepared{{a, b}, [a, b, o]() mutable {                                              \
-        if (reduced(a) || reduced(b)) {                                                          \
+        if (reduced(a) || reduced(b) || reduced(o)) {                                            \
           o.copy_(at::cpu::fn(wide(a), wide(b)));                                                \
         } else {                                                                                 \
           at::cpu::fn##_out(o, a, b);                                                            \
@@ -44,14 +44,14 @@ NPU_MATMUL_OP(BatchMatMul, bmm);
 #define NPU_ADD_MATMUL_OP(Name, fn)                                                              \
   extern "C" NOP_API aclnnStatus aclnn##Name##GetWorkspaceSize(                                  \
       const aclTensor* self, const aclTensor* mat1, const aclTensor* mat2, const aclScalar* beta, \
-      const aclScalar* alpha, aclTensor* out, int8_t cubeMathType, uint64_t* workspaceSize,     \
+      const aclScalar* alpha, aclTensor* out, int8_t cubeMathType, uint64_t* workspaceSize,      \
       aclOpExecutor** executor) {                                                                \
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                               \
       at::Tensor s = requiredTensor(self, "self"), a = requiredTensor(mat1, "mat1");             \
       at::Tensor b = requiredTensor(mat2, "mat2"), o = requiredTensor(out, "out");               \
       at::Scalar be = hostScalar(beta), al = hostScalar(alpha);                                  \
       return Prepared{{s, a, b}, [s, a, b, o, be, al]() mutable {                                \
-                        if (reduced(a) || reduced(b)) {                                          \
+                        if (reduced(s) || reduced(a) || reduced(b) || reduced(o)) {              \
                           o.copy_(at::cpu::fn(wide(s), wide(a), wide(b), be, al));               \
                         } else {                                                                 \
                           at::cpu::fn##_out(o, s, a, b, be, al);                                 \
