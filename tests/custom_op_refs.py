@@ -79,12 +79,16 @@ def iou(bboxes, gtboxes, mode=0):
             w = max(0.0, min(g[2], b[2]) - max(g[0], b[0]))
             h = max(0.0, min(g[3], b[3]) - max(g[1], b[1]))
             inter = w * h
-            denom = _area(g) + _area(b) - inter if mode == 0 else _area(g)
-            out[i, j] = inter / (denom + 1e-9)
+            area_g = (g[2] - g[0] + 0.01) * (g[3] - g[1] + 0.01)  # the device kernel's eps of 0.01
+            area_b = (b[2] - b[0] + 0.01) * (b[3] - b[1] + 0.01)
+            denom = area_g + area_b - inter if mode == 0 else area_g
+            out[i, j] = inter / denom
     return out
 
 
 def giou(a, b, trans=False, is_cross=False):
+    """Boxes as (4, N) columns; (N, 1) box by box or (N, M) with is_cross."""
+    a, b = a.t(), b.t()
     if trans:
         a = torch.cat([a[:, :2] - a[:, 2:] / 2, a[:, :2] + a[:, 2:] / 2], 1)
         b = torch.cat([b[:, :2] - b[:, 2:] / 2, b[:, :2] + b[:, 2:] / 2], 1)
@@ -96,7 +100,7 @@ def giou(a, b, trans=False, is_cross=False):
     elt, erb = torch.minimum(a[..., :2], b[..., :2]), torch.maximum(a[..., 2:], b[..., 2:])
     enclose = (erb - elt).prod(-1)
     g = inter / (union + 1e-9) - (enclose - union) / (enclose + 1e-9)
-    return g if is_cross else g.unsqueeze(0)
+    return g.t() if is_cross else g.unsqueeze(1)
 
 
 def nms(boxes, scores, max_out, iou_thr, score_thr):

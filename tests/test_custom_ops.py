@@ -165,11 +165,16 @@ def test_iou(mode):
 
 @pytest.mark.parametrize("is_cross", [False, True])
 def test_giou(is_cross):
-    a, b = random_boxes(4, 2), random_boxes(4, 3)
+    # torch_npu's layout: (4, N) columns of x1, y1, x2, y2
+    a, b = random_boxes(4, 2).t().contiguous(), random_boxes(5 if is_cross else 4, 3).t().contiguous()
     check_fwd_bwd(lambda x, y: torch_npu.npu_giou(x, y, False, is_cross),
                   lambda x, y: ref.giou(x, y, False, is_cross), a, b)
-    xywh = torch.cat([a[:, :2], a[:, 2:] - a[:, :2]], 1)
-    close(torch_npu.npu_giou(xywh.to(NPU), xywh.to(NPU), trans=True), torch.ones(1, 4))
+    out = torch_npu.npu_giou(a.to(NPU), b.to(NPU), False, is_cross)
+    assert out.shape == ((4, 5) if is_cross else (4, 1))
+    xywh = torch.cat([a[:2], a[2:] - a[:2]], 0)
+    close(torch_npu.npu_giou(xywh.to(NPU), xywh.to(NPU), trans=True), torch.ones(4, 1))
+    with pytest.raises(ValueError, match=r"\(4, N\)"):
+        torch_npu.npu_giou(a.t().contiguous().to(NPU), b.t().contiguous().to(NPU))
 
 
 def test_nms_v4():

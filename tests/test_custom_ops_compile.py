@@ -27,7 +27,7 @@ CASES = {
                             lambda: (torch.randn(2, 3, 4),)),
     "one_hot": (lambda x: torch_npu.npu_one_hot(x, depth=4), lambda: (torch.tensor([0, 3, 1]),)),
     "iou": (lambda a, b: torch_npu.npu_iou(a, b), lambda: (torch.tensor([[0.0, 0, 2, 2]]), torch.tensor([[1.0, 1, 3, 3]]))),
-    "giou": (lambda a, b: torch_npu.npu_giou(a, b), lambda: (torch.tensor([[0.0, 0, 2, 2]]), torch.tensor([[1.0, 1, 3, 3]]))),
+    "giou": (lambda a, b: torch_npu.npu_giou(a, b), lambda: (torch.tensor([[0.0], [0], [2], [2]]), torch.tensor([[1.0], [1], [3], [3]]))),
     "roi_align": (lambda f, r: torch_npu.npu_roi_align(f, r, 0.5, 2, 2, 2, 0),
                   lambda: (torch.randn(1, 2, 4, 4), torch.tensor([[0, 0.0, 0, 6, 6]]))),
     "softmax": (lambda x, m: torch_npu.npu_scaled_masked_softmax(x, m, 0.5),

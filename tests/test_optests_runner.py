@@ -158,3 +158,24 @@ def test_parse_output_classifies_first_errors():
 
     no_tests = parse_output("test_z.py", 0, "\nRan 0 tests in 0.0s\n\nOK\n", 1.0, False)
     assert no_tests.passed and not no_tests.all_skipped
+
+    numpy2 = ("Traceback (most recent call last):\n  File \"test_w.py\", line 33, in test_w\n"
+              "    shape = int(np.log10(shape) + 1)\n"
+              "TypeError: only 0-dimensional arrays can be converted to Python scalars\n")
+    assert parse_output("test_w.py", 1, numpy2, 1.0, False).cause == "test code needs NumPy 1.x"
+
+
+def test_rerun_failed_reports_the_previous_run_with_new_verdicts(run, checkout, tmp_path):
+    _, results, _ = run
+    previous = json.loads(json.dumps(results))
+    for f in previous["files"]:  # pretend only test_relu_ok.py failed last time
+        f["status"] = "failed" if f["name"] == "test_relu_ok.py" else "passed"
+    prev_json = tmp_path / "results.json"
+    prev_json.write_text(json.dumps(previous))
+    proc = subprocess.run([sys.executable, str(RUNNER), str(checkout), "--rerun-failed", str(prev_json),
+                           "--json", str(prev_json)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "running 1 files" in proc.stdout
+    merged = json.loads(prev_json.read_text())
+    assert {f["name"]: f["status"] for f in merged["files"]} == {f["name"]: "passed" for f in previous["files"]}
+    assert "failed files re-run" in merged["meta"]["selection"]

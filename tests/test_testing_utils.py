@@ -92,6 +92,16 @@ class TestAssertRtolEqual(TestCase):
         with self.assertRaises(AssertionError):
             self.assertRtolEqual(big, big + 1000)
 
+    def test_assert_equal_numpy_bool_against_numbers(self):
+        # op tests compare a bool result cast with astype(np.float16) against the npu's bool array
+        flags = np.array([True, False, True])
+        self.assertEqual(flags.astype(np.float16), flags)
+        self.assertEqual(flags, flags.astype(np.int32))
+        with self.assertRaises(AssertionError):
+            self.assertEqual(flags.astype(np.float16), ~flags)
+        with self.assertRaises(TypeError):  # tensors still insist on both being bool
+            self.assertEqual(torch.tensor([1.0, 0.0]), torch.tensor([True, False]))
+
     def test_nan_positions(self):
         a = torch.tensor([1.0, math.nan, 3.0])
         self.assertRtolEqual(a.npu(), a)

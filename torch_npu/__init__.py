@@ -67,6 +67,12 @@ def copy_memory_(self, src, non_blocking=False):
     return self.copy_(src.view(self.shape), non_blocking=non_blocking)
 
 
+def dropout_with_byte_mask(input1, p=0.5, train=True, inplace=False):
+    """Dropout with a one-byte-per-element keep mask (torch_npu.contrib.function.npu_functional's)."""
+    from torch_npu.contrib.function.npu_functional import dropout_with_byte_mask as _dropout
+    return _dropout(input1, p, train, inplace)
+
+
 _register_custom_ops()
 
 import sys as _sys  # noqa: E402

@@ -79,7 +79,7 @@ at::Tensor& silu_out(const at::Tensor& self, at::Tensor& out) {
       return grad_input;                                                                         \
     }                                                                                            \
     c10::DeviceGuard guard(grad_input.device());                                                 \
-    at::native::resize_output(grad_input, x.sizes());                                            \
+    at::native::resize_output(grad_input, at::infer_size(grad_output.sizes(), x.sizes()));       \
     adoptInputFormat(grad_input, grad_output, x);                                              \
     EXEC_NPU_CMD(aclnn##Name, grad_output, x, grad_input);                                       \
     return grad_input;                                                                           \

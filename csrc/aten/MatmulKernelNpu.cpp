@@ -14,11 +14,19 @@ namespace {
 
 constexpr int8_t kKeepPrecision = 0;  // cubeMathType: compute in the tensors' own precision
 
+bool isMatmulFloat(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat; }
+
+// One dtype throughout, or (as NPU cube units take them) float16 / bfloat16 operands mixed with float32
+// ones: those accumulate in float32 and round once into the output's dtype.
 bool matmulOnDevice(std::initializer_list<at::Tensor> tensors, const at::Tensor& out) {
   if (!deviceOpsSupport(tensors)) return false;
+  bool same = true, floats = isMatmulFloat(out.scalar_type());
   for (const auto& t : tensors) {
-    if (t.device() != out.device() || t.scalar_type() != out.scalar_type()) return false;
+    if (t.device() != out.device()) return false;
+    same = same && t.scalar_type() == out.scalar_type();
+    floats = floats && isMatmulFloat(t.scalar_type());
   }
+  if (!same) return floats;
   return at::isFloatingType(out.scalar_type()) || out.scalar_type() == at::kLong ||
          out.scalar_type() == at::kInt;
 }

@@ -1,4 +1,4 @@
-// ActivationKernelNpu.cpp - npu_rms_norm, npu_rotary_mul, npu_swiglu, npu_fast_gelu, npu_mish and their
+// ActivationKernelNpu.cpp - npu_silu_, npu_rms_norm, npu_rotary_mul, npu_swiglu, npu_fast_gelu, npu_mish and their
 // backward kernels, composed of ATen ops (which run on the npu and, on meta tensors, as Meta kernels).
 #include <ATen/ops/cat.h>
 #include <ATen/ops/mean.h>
@@ -42,6 +42,8 @@ at::Tensor rotate(const at::Tensor& x, c10::string_view mode, bool transposed) {
 }
 
 }  // namespace
+
+at::Tensor& npu_silu_(at::Tensor& self) { return at::silu_(self); }
 
 std::tuple<at::Tensor, at::Tensor> npu_rms_norm(const at::Tensor& self, const at::Tensor& gamma, double epsilon) {
   auto dims = normDims(self, gamma);

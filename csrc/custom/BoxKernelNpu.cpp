@@ -1,7 +1,8 @@
-// BoxKernelNpu.cpp - detection ops: npu_bounding_box_encode / decode, npu_iou, npu_giou (+ backward),
-// npu_nms_v4. Box coordinates are (x1, y1, x2, y2) unless said otherwise.
+// BoxKernelNpu.cpp - detection ops: npu_bounding_box_encode / decode, npu_iou (npu_ptiou), npu_giou (+ backward),
+// npu_nms_v4, npu_nms_with_mask. Box coordinates are (x1, y1, x2, y2) unless said otherwise.
 #include <ATen/ops/clamp.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/maximum.h>
@@ -41,24 +42,27 @@ at::Tensor xywhToXyxy(const at::Tensor& t) {
   return at::stack({cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2}, 1);
 }
 
+// npu_giou takes boxes as torch_npu does, (4, N) columns; the result is (N, 1) box by box, or (N, M)
+// with is_cross (row i: box i of self against every box of gtboxes).
 at::Tensor giouForward(const at::Tensor& self, const at::Tensor& gtboxes, bool trans, bool is_cross) {
-  at::Tensor a = (trans ? xywhToXyxy(self) : self).to(at::kFloat);
-  at::Tensor b = (trans ? xywhToXyxy(gtboxes) : gtboxes).to(at::kFloat);
+  at::Tensor a = (trans ? xywhToXyxy(self.t()) : self.t()).to(at::kFloat);
+  at::Tensor b = (trans ? xywhToXyxy(gtboxes.t()) : gtboxes.t()).to(at::kFloat);
   Overlap o = overlap(a, b, is_cross);
   constexpr double kEps = 1e-9;
   at::Tensor uni = o.area_a + o.area_b - o.inter;
   at::Tensor iou = o.inter / (uni + kEps);
   at::Tensor giou = iou - (o.enclose - uni) / (o.enclose + kEps);
-  return is_cross ? giou : giou.unsqueeze(0);
+  return is_cross ? giou.t() : giou.unsqueeze(1);
 }
 
 void checkGiou(const at::Tensor& self, const at::Tensor& gtboxes, bool is_cross, int64_t mode) {
-  checkBoxes("npu_giou", "self", self);
-  checkBoxes("npu_giou", "gtboxes", gtboxes);
+  TORCH_CHECK_VALUE(self.dim() == 2 && self.size(0) == 4 && gtboxes.dim() == 2 && gtboxes.size(0) == 4,
+                    "npu_giou: boxes must have shape (4, N) (rows x1, y1, x2, y2), got ", self.sizes(), " and ",
+                    gtboxes.sizes());
   TORCH_CHECK_VALUE(mode == 0, "npu_giou: only mode=0 (IoU) is supported, got ", mode);
-  TORCH_CHECK_VALUE(is_cross || self.size(0) == gtboxes.size(0),
+  TORCH_CHECK_VALUE(is_cross || self.size(1) == gtboxes.size(1),
                     "npu_giou: with is_cross=False, self and gtboxes need the same number of boxes, got ",
-                    self.size(0), " and ", gtboxes.size(0));
+                    self.size(1), " and ", gtboxes.size(1));
 }
 
 }  // namespace
@@ -104,11 +108,22 @@ at::Tensor npu_iou(const at::Tensor& bboxes, const at::Tensor& gtboxes, int64_t 
   checkBoxes("npu_iou", "bboxes", bboxes);
   checkBoxes("npu_iou", "gtboxes", gtboxes);
   TORCH_CHECK_VALUE(mode == 0 || mode == 1, "npu_iou: mode must be 0 (IoU) or 1 (IoF), got ", mode);
-  // Result [len(gtboxes), len(bboxes)]; IoF divides by the ground-truth box's area.
+  // Result [len(gtboxes), len(bboxes)]; IoF divides by the ground-truth box's area. As the device's Iou
+  // kernel (eps attribute 0.01), box areas count each side 0.01 longer, so degenerate boxes never
+  // divide by zero and identical boxes give slightly less than 1.
   Overlap o = overlap(bboxes.to(at::kFloat), gtboxes.to(at::kFloat), /*cross=*/true);
-  constexpr double kEps = 1e-9;
-  at::Tensor denom = mode == 0 ? o.area_a + o.area_b - o.inter : o.area_b.expand_as(o.inter);
-  return (o.inter / (denom + kEps)).to(bboxes.scalar_type());
+  constexpr double kEps = 0.01;
+  auto area = [&](const at::Tensor& t) {
+    return ((t.select(-1, 2) - t.select(-1, 0) + kEps) * (t.select(-1, 3) - t.select(-1, 1) + kEps));
+  };
+  at::Tensor area_a = area(bboxes.to(at::kFloat)).unsqueeze(0), area_b = area(gtboxes.to(at::kFloat)).unsqueeze(1);
+  at::Tensor denom = mode == 0 ? area_a + area_b - o.inter : area_b.expand_as(o.inter);
+  return (o.inter / denom).to(bboxes.scalar_type());
+}
+
+// torch_npu's other name for npu_iou (the same device op).
+at::Tensor npu_ptiou(const at::Tensor& bboxes, const at::Tensor& gtboxes, int64_t mode) {
+  return npu_iou(bboxes, gtboxes, mode);
 }
 
 at::Tensor npu_giou(const at::Tensor& self, const at::Tensor& gtboxes, bool trans, bool is_cross, int64_t mode) {
@@ -172,6 +187,52 @@ std::tuple<at::Tensor, at::Tensor> npu_nms_v4_meta(const at::Tensor& self, const
                                                    const at::Tensor& scores_threshold, bool pad_to_max_output_size) {
   auto opts = self.options().dtype(at::kInt);
   return {at::empty({max_output_size.toLong()}, opts), at::empty({}, opts)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_nms_with_mask(const at::Tensor& input,
+                                                                 const at::Scalar& iou_threshold) {
+  TORCH_CHECK_VALUE(input.dim() == 2 && input.size(1) == 5,
+                    "npu_nms_with_mask: input must have shape (N, 5) of (x1, y1, x2, y2, score), got ", input.sizes());
+  const int64_t n = input.size(0);
+  const float iou_max = iou_threshold.toFloat();
+  // Boxes sorted by score (descending, stable), their original indices, and 1 for the boxes greedy
+  // suppression keeps: a box goes when it overlaps a kept, higher-scoring box by more than the threshold.
+  at::Tensor rows = input.to(at::kCPU, at::kFloat).contiguous();
+  const float* r = rows.data_ptr<float>();
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return r[5 * x + 4] > r[5 * y + 4]; });
+  auto iou = [&](int64_t i, int64_t j) {
+    const float* p = r + 5 * i;
+    const float* q = r + 5 * j;
+    const float w = std::max(0.f, std::min(p[2], q[2]) - std::max(p[0], q[0]));
+    const float h = std::max(0.f, std::min(p[3], q[3]) - std::max(p[1], q[1]));
+    const float inter = w * h;
+    const float uni = (p[2] - p[0]) * (p[3] - p[1]) + (q[2] - q[0]) * (q[3] - q[1]) - inter;
+    return uni > 0 ? inter / uni : 0.f;
+  };
+  at::Tensor idx = at::empty({n}, at::TensorOptions().dtype(at::kInt));
+  at::Tensor mask = at::zeros({n}, at::TensorOptions().dtype(at::kByte));
+  int* idx_p = idx.data_ptr<int>();
+  uint8_t* mask_p = mask.data_ptr<uint8_t>();
+  std::vector<int64_t> kept;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = order[k];
+    idx_p[k] = static_cast<int>(i);
+    bool keep = true;
+    for (int64_t j : kept) keep = keep && iou(i, j) <= iou_max;
+    if (keep) kept.push_back(i);
+    mask_p[k] = keep ? 1 : 0;
+  }
+  at::Tensor sorted = rows.index_select(0, idx.to(at::kLong)).to(input.scalar_type());
+  return {sorted.to(input.device()), idx.to(input.device()), mask.to(input.device())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_nms_with_mask_meta(const at::Tensor& input,
+                                                                      const at::Scalar& iou_threshold) {
+  const int64_t n = input.size(0);
+  return {at::empty_like(input), at::empty({n}, input.options().dtype(at::kInt)),
+          at::empty({n}, input.options().dtype(at::kByte))};
 }
 
 }  // namespace at_npu::native

@@ -1,9 +1,11 @@
 // RoiAlignKernelNpu.cpp - npu_roi_align: average of bilinear samples per output bin (Faster R-CNN's
-// RoIAlign with unaligned box corners), vectorised over ROIs so it also runs on meta tensors.
+// RoIAlign with unaligned box corners), vectorised over ROIs so it also runs on meta tensors; and its
+// backward npu_roi_alignbk, the derivative of the same composition.
 #include <ATen/ops/arange.h>
 #include <ATen/ops/floor.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 
 #include "csrc/custom/NpuCustomFunctions.h"
@@ -68,6 +70,23 @@ at::Tensor npu_roi_align(const at::Tensor& self, const at::Tensor& rois, double 
   at::Tensor value = corner(ya.low, xa.low) * weight(ya.h, xa.h) + corner(ya.low, xa.high) * weight(ya.h, xa.l) +
                      corner(ya.high, xa.low) * weight(ya.l, xa.h) + corner(ya.high, xa.high) * weight(ya.l, xa.l);
   return value.mean({2, 4}).permute({0, 3, 1, 2}).contiguous();
+}
+
+at::Tensor npu_roi_alignbk(const at::Tensor& self, const at::Tensor& rois, at::IntArrayRef xdiff_shape,
+                           int64_t pooled_width, int64_t pooled_height, double spatial_scale, int64_t sample_num,
+                           std::optional<int64_t> roi_end_mode) {
+  TORCH_CHECK_VALUE(xdiff_shape.size() == 4, "npu_roi_alignbk: xdiff_shape must be the features' (N, C, H, W), got ",
+                    xdiff_shape);
+  // The forward is linear in the features: its gradient does not depend on their values.
+  at::Tensor features = at::zeros(xdiff_shape, self.options());
+  const int64_t end_mode = roi_end_mode.value_or(1);
+  auto grads = custom::compositeGrads(
+      [&](const std::vector<at::Tensor>& in) {
+        return std::vector<at::Tensor>{
+            npu_roi_align(in[0], rois, spatial_scale, pooled_height, pooled_width, sample_num, end_mode)};
+      },
+      {features}, {self});
+  return grads[0];
 }
 
 }  // namespace at_npu::native

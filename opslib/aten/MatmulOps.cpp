@@ -8,8 +8,17 @@
 
 using namespace npu::opslib::aten;
 
+namespace {
+bool reduced(const at::Tensor& t) {
+  return t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16);
+}
+// Float16 / bfloat16 products accumulate in float32 and round once, as NPU cube units do. The upcast
+// keeps the operands' strides, so the float32 kernel is the one a float32 caller would get.
+at::Tensor wide(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t; }
+}  // namespace
+
 // out = self @ mat2 (2-d; Mm) or per batch (3-d; BatchMatMul). cubeMathType is accepted for
-// signature compatibility; the software NPU always computes in the tensors' own precision.
+// signature compatibility; float16 / bfloat16 accumulate in float32.
 #define NPU_MATMUL_OP(Name, fn)                                                                  \
   extern "C" NOP_API aclnnStatus aclnn##Name##GetWorkspaceSize(                                  \
       const aclTensor* self, const aclTensor* mat2, aclTensor* out, int8_t cubeMathType,         \
@@ -17,7 +26,13 @@ using namespace npu::opslib::aten;
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                               \
       at::Tensor a = requiredTensor(self, "self"), b = requiredTensor(mat2, "mat2");             \
       at::Tensor o = requiredTensor(out, "out");                                                 \
-      return Prepared{{a, b}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }};              \
+      return Prepared{{a, b}, [a, b, o]() mutable {                                              \
+        if (reduced(a) || reduced(b) || reduced(o)) {                                            \
+          o.copy_(at::cpu::fn(wide(a), wide(b)));                                                \
+        } else {                                                                                 \
+          at::cpu::fn##_out(o, a, b);                                                            \
+        }                                                                                        \
+      }};                                                                                        \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name)
@@ -29,14 +44,18 @@ NPU_MATMUL_OP(BatchMatMul, bmm);
 #define NPU_ADD_MATMUL_OP(Name, fn)                                                              \
   extern "C" NOP_API aclnnStatus aclnn##Name##GetWorkspaceSize(                                  \
       const aclTensor* self, const aclTensor* mat1, const aclTensor* mat2, const aclScalar* beta, \
-      const aclScalar* alpha, aclTensor* out, int8_t cubeMathType, uint64_t* workspaceSize,     \
+      const aclScalar* alpha, aclTensor* out, int8_t cubeMathType, uint64_t* workspaceSize,      \
       aclOpExecutor** executor) {                                                                \
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                               \
       at::Tensor s = requiredTensor(self, "self"), a = requiredTensor(mat1, "mat1");             \
       at::Tensor b = requiredTensor(mat2, "mat2"), o = requiredTensor(out, "out");               \
       at::Scalar be = hostScalar(beta), al = hostScalar(alpha);                                  \
       return Prepared{{s, a, b}, [s, a, b, o, be, al]() mutable {                                \
-                        at::cpu::fn##_out(o, s, a, b, be, al);                                   \
+                        if (reduced(s) || reduced(a) || reduced(b) || reduced(o)) {              \
+                          o.copy_(at::cpu::fn(wide(s), wide(a), wide(b), be, al));               \
+                        } else {                                                                 \
+                          at::cpu::fn##_out(o, s, a, b, be, al);                                 \
+                        }                                                                        \
                       }};                                                                        \
     });                                                                                          \
   }                                                                                              \

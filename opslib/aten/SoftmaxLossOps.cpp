@@ -12,6 +12,14 @@
 
 using namespace npu::opslib::aten;
 
+namespace {
+bool reduced(const at::Tensor& t) {
+  return t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16);
+}
+// Float16 / bfloat16 losses sum in float32, as NPUs do, and round once.
+at::Tensor wide(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t; }
+}  // namespace
+
 // out = (log_)softmax(self, dim); a float16 / bfloat16 self with a float out computes in float.
 #define NPU_SOFTMAX_OP(Name, fn)                                                                  \
   extern "C" NOP_API aclnnStatus aclnn##Name##GetWorkspaceSize(                                   \
@@ -56,8 +64,14 @@ extern "C" NOP_API aclnnStatus aclnnNLLLossGetWorkspaceSize(
     at::Tensor tw = requiredTensor(totalWeight, "totalWeight");
     return Prepared{{x, t, w}, [=]() mutable {
                       std::optional<at::Tensor> wo;
-                      if (w.defined()) wo = w;
-                      at::cpu::nll_loss_forward_out(o, tw, x, t, wo, reduction, ignoreIndex);
+                      if (w.defined()) wo = wide(w);
+                      if (!reduced(x)) {
+                        at::cpu::nll_loss_forward_out(o, tw, x, t, wo, reduction, ignoreIndex);
+                        return;
+                      }
+                      auto [loss, total] = at::cpu::nll_loss_forward(wide(x), t, wo, reduction, ignoreIndex);
+                      o.copy_(loss);
+                      tw.copy_(total);
                     }};
   });
 }
@@ -90,8 +104,8 @@ extern "C" NOP_API aclnnStatus aclnnMseLossGetWorkspaceSize(const aclTensor* sel
     at::Tensor x = requiredTensor(self, "self"), t = requiredTensor(target, "target");
     at::Tensor o = requiredTensor(out, "out");
     // The out= kernel uses out as scratch of the input's size before reducing: compute the
-    // (small, reduced) result separately.
-    return Prepared{{x, t}, [=]() mutable { o.copy_(at::cpu::mse_loss(x, t, reduction)); }};
+    // (small, reduced) result separately (float16 / bfloat16 in float32).
+    return Prepared{{x, t}, [=]() mutable { o.copy_(at::cpu::mse_loss(wide(x), wide(t), reduction)); }};
   });
 }
 NPU_ATEN_OP(MseLoss);

@@ -7,6 +7,10 @@ a time; the output is one line per file (pass/fail and the first error), then a 
     python tools/optests/run.py /path/to/op-plugin --files test_add.py test_mul.py
     python tools/optests/run.py /path/to/op-plugin --sample 40 --seed 1
     python tools/optests/run.py /path/to/op-plugin --failed-from build/optests/results.json
+    python tools/optests/run.py /path/to/op-plugin --rerun-failed build/optests/results.json
+
+--rerun-failed runs the files that failed in a previous run again and reports the previous run with
+their new verdicts (the way to check fixes without running every file again).
 """
 
 import argparse
@@ -22,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from causes import parse_output  # noqa: E402
+from causes import FileResult, parse_output  # noqa: E402
 from report import summary_lines, write_doc  # noqa: E402
 
 
@@ -82,8 +86,8 @@ def select_files(test_dir: Path, args):
         if missing:
             raise SystemExit(f"error: not in {test_dir}: {', '.join(sorted(missing))}")
         files = [p for p in files if p.name in wanted]
-    if args.failed_from:
-        previous = json.loads(Path(args.failed_from).read_text())
+    if args.failed_from or args.rerun_failed:
+        previous = json.loads(Path(args.failed_from or args.rerun_failed).read_text())
         failed = {r["name"] for r in previous["files"] if r["status"] != "passed"}
         files = [p for p in files if p.name in failed]
     if args.sample:
@@ -101,6 +105,8 @@ def main(argv=None):
     parser.add_argument("--sample", type=int, help="a random sample of this many files")
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample")
     parser.add_argument("--failed-from", help="only the files that failed in this results.json")
+    parser.add_argument("--rerun-failed", help="re-run the files that failed in this results.json and report "
+                        "that run with their new verdicts")
     parser.add_argument("--json", type=Path, default=Path("build/optests/results.json"),
                         help="where to write per-file results (default build/optests/results.json)")
     parser.add_argument("--doc", type=Path, help="write the summary into this markdown file's optests section")
@@ -137,6 +143,8 @@ def main(argv=None):
     meta = {"test_dir": str(test_dir), "files": len(results), "total_files": total, "seconds": round(elapsed),
             "sample": partial, "selection": _selection(args, len(results), total),
             **_environment(args.python, env)}
+    if args.rerun_failed:
+        results, meta = _merge_rerun(Path(args.rerun_failed), results, meta)
     print()
     for line in summary_lines(results, meta):
         print(line)
@@ -148,6 +156,20 @@ def main(argv=None):
         write_doc(args.doc, results, meta)
         print(f"\nsummary written to {args.doc}")
     return 0
+
+
+def _merge_rerun(previous_json: Path, rerun, meta):
+    """The previous run's results with the re-run files' new verdicts, and that run's description."""
+    previous = json.loads(previous_json.read_text())
+    fresh = {r.name: r for r in rerun}
+    fields = set(FileResult.__dataclass_fields__)
+    merged = [fresh.get(d["name"]) or FileResult(**{k: v for k, v in d.items() if k in fields})
+              for d in previous["files"]]
+    old = previous["meta"]
+    meta = dict(meta, files=len(merged), sample=old.get("sample", False),
+                seconds=old.get("seconds", 0) + meta["seconds"],
+                selection=f"{old.get('selection', 'a previous run')}, its {len(rerun)} failed files re-run")
+    return merged, meta
 
 
 def _selection(args, ran, total):

@@ -206,8 +206,12 @@ class TestCase(expecttest.TestCase):
                 for k in x:
                     self._assert_equal(x[k], y[k], prec, message, allow_inf, exact_dtype)
         elif isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
-            self._assert_tensors_equal(torch.as_tensor(np.asarray(x)), torch.as_tensor(np.asarray(y)),
-                                       prec, message, allow_inf, exact_dtype)
+            a, b = torch.as_tensor(np.asarray(x)), torch.as_tensor(np.asarray(y))
+            # NumPy arrays compare element by element as numbers: a bool array against a numeric one
+            # compares True / False as 1 / 0 (tensors insist on both being bool).
+            if (a.dtype == torch.bool) != (b.dtype == torch.bool):
+                a, b = (a.to(b.dtype), b) if a.dtype == torch.bool else (a, b.to(a.dtype))
+            self._assert_tensors_equal(a, b, prec, message, allow_inf, exact_dtype)
         elif is_iterable(x) and is_iterable(y):
             x, y = list(x), list(y)
             super().assertEqual(len(x), len(y), message or None)
