@@ -56,3 +56,6 @@ def _register_custom_ops() -> None:
 
 
 _register_custom_ops()
+
+
+from torch_npu import distributed  # noqa: E402  (registers the hccl backend of torch.distributed)
