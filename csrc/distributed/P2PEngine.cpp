@@ -19,6 +19,13 @@ std::string errorText(const std::exception& e) {
   return e.what();
 }
 
+// Releases the device tensors before reporting: once a wait on the transfer returns, its memory is
+// the caller's again.
+void finish(P2PEngine::Op& op, const std::string& error) {
+  op.keepalive.clear();
+  op.finished(error);
+}
+
 }  // namespace
 
 std::shared_ptr<P2PEngine> P2PEngine::create(c10::intrusive_ptr<c10d::Backend> data,
@@ -79,7 +86,7 @@ void P2PEngine::submit(Op op) {
       push(to_post_, std::move(item));
     }
   } catch (const std::exception& e) {
-    item->op.finished(errorText(e));
+    finish(item->op, errorText(e));
   }
 }
 
@@ -91,14 +98,14 @@ void P2PEngine::postLoop() {
       const int64_t* h = item->header_buffer.const_data_ptr<int64_t>();
       std::string mismatch = o.check(std::vector<int64_t>(h, h + item->header_buffer.numel()));
       if (!mismatch.empty()) {
-        o.finished(mismatch);
+        finish(o, mismatch);
         continue;
       }
       std::vector<at::Tensor> payload{o.payload};
       item->data_work = data_->recv(payload, o.peer, o.tag);
       push(to_complete_, std::move(item));
     } catch (const std::exception& e) {
-      o.finished(errorText(e));
+      finish(o, errorText(e));
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -122,9 +129,9 @@ void P2PEngine::completeLoop() {
       if (item->header_work && o.is_send) item->header_work->wait(remaining(o.deadline));
       item->data_work->wait(remaining(o.deadline));
       if (o.on_received) o.on_received();
-      o.finished("");
+      finish(o, "");
     } catch (const std::exception& e) {
-      o.finished(errorText(e));
+      finish(o, errorText(e));
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -74,11 +74,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launchP2P(bool is_send, std::ve
       return "rank " + std::to_string(global_peer) + " sent " + theirs.tensorText() + " (tag " + std::to_string(tag) +
              ") but this rank's recv expects " + header.tensorText();
     };
-    op.finished = [state, work, what, deadline](const std::string& error) {
+    op.finished = [state, work, what, deadline, global_peer](const std::string& error) {
       std::string text = error;
-      if (!text.empty() && (text.find("Timed out") != std::string::npos || std::chrono::steady_clock::now() >= deadline)) {
-        text = "the peer did not post the matching operation in time (timed out); every send needs a recv of the "
-               "same size on the peer [transport: " + error.substr(0, error.find('\n')) + "]";
+      std::string transport = " [transport: " + error.substr(0, error.find('\n')) + "]";
+      if (text.empty()) {
+      } else if (text.find("Timed out") != std::string::npos || std::chrono::steady_clock::now() >= deadline) {
+        text = "rank " + std::to_string(global_peer) + " did not post the matching operation in time (timed out); "
+               "every send needs a recv of the same size and tag on the peer" + transport;
+      } else if (text.find("Connection closed") != std::string::npos ||
+                 text.find("Connection reset") != std::string::npos || text.find("pair closure") != std::string::npos) {
+        text = "lost the connection to rank " + std::to_string(global_peer) + " (its process exited or crashed)" +
+               transport;
       }
       work->markFinished(text);
       if (!text.empty()) state->fail(what + " failed: " + text);

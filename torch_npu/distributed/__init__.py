@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from torch_npu import _C
+from torch_npu.distributed import _ddp, _default_backend, _errors
 
 __all__ = ["is_hccl_available", "ProcessGroupHCCL"]
 
@@ -92,6 +93,9 @@ def _register() -> None:
     # torch_npu's names in torch.distributed.
     dist.is_hccl_available = is_hccl_available
     dist.distributed_c10d.is_hccl_available = is_hccl_available
+    _errors.install()
+    _default_backend.install(ProcessGroupHCCL)
+    _ddp.install()
 
 
 ProcessGroupHCCL = None
