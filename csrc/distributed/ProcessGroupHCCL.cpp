@@ -164,11 +164,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
       comm, what,
       [state = state_, work, exchange, run = std::move(c.run), deadline, fp = c.fingerprint, seq, name = std::string(name),
        what] {
-        std::string error;
+        // Collectives queued behind a failed one do not wait for peers that will not come.
+        std::string error = state->failure().empty() ? "" : "not run: an earlier collective of the group failed";
         try {
-          state->agree(*exchange, fp, seq, name);
-          host::Context ctx{state->transport(), deadline, state->rank(), state->size()};
-          run(ctx);
+          if (error.empty()) {
+            state->agree(*exchange, fp, seq, name);
+            host::Context ctx{state->transport(), deadline, state->rank(), state->size()};
+            run(ctx);
+          }
         } catch (const std::exception& e) {
           error = state->explain(e, seq, name, deadline);
         }
