@@ -35,6 +35,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launchP2P(bool is_send, std::ve
                                           " is unusable after an earlier failure. Destroy it "
                                           "(destroy_process_group) and create a new one.\n  Earlier failure: " + failure);
   }
+  std::unique_lock<std::mutex> issuing(launch_mutex_);
   uint64_t seq = ++p2p_seq_;
   std::string what = std::string(c10_npu::kCollectiveTaskPrefix) + name + " #" + std::to_string(seq) +
                      (is_send ? " to rank " : " from rank ") + std::to_string(state_->globalRank(peer)) + " in " +
@@ -91,6 +92,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launchP2P(bool is_send, std::ve
     };
     state->transport().p2p().submit(std::move(op));
   });
+  issuing.unlock();
   std::lock_guard<std::mutex> lock(mutex_);
   if (coalescing_) coalesced_.push_back(work);
   return work;

@@ -141,6 +141,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
                                           "(destroy_process_group) and create a new one.\n  Earlier failure: " + failure);
   }
   Deadline deadline = Deadline::after(effectiveTimeout(c.timeout));
+  // Threads issuing on one group (DDP's autograd thread and the main thread) keep each collective's
+  // number, fingerprint exchange and stream task in one order.
+  std::unique_lock<std::mutex> issuing(launch_mutex_);
   uint64_t seq = ++seq_;
   c.fingerprint.seq = static_cast<int64_t>(seq);
   std::string what = std::string(c10_npu::kCollectiveTaskPrefix) + name + " #" + std::to_string(seq) + " in " + groupText();
@@ -181,6 +184,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
           throw std::runtime_error(error);
         }
       });
+  issuing.unlock();
   work->completeFutureOn(comm.unwrap());
   std::lock_guard<std::mutex> lock(mutex_);
   if (coalescing_) coalesced_.push_back(work);

@@ -116,7 +116,8 @@ class ProcessGroupHCCL : public c10d::Backend {
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> p2p_seq_{0};
   std::optional<c10::Device> device_;
-  std::mutex mutex_;  // device_, coalescing state
+  std::mutex mutex_;         // device_, coalescing state
+  std::mutex launch_mutex_;  // a collective's number, fingerprint exchange and task are issued together
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<WorkHCCL>> coalesced_;
 };
