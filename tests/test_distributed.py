@@ -20,6 +20,11 @@ def test_every_collective_dtype_and_op():
         "send / recv", "coalesced / barrier", "object collectives", "async / stream order / lifetime", "groups", "all")
 
 
+def test_collectives_with_synchronous_launch():
+    """TASK_QUEUE_ENABLE=0: every task, collectives included, runs on the calling thread."""
+    _ok(check_all(run_ranks("collectives", env={"TASK_QUEUE_ENABLE": "0"}, timeout=240)), "all")
+
+
 def test_bad_input_raises_on_the_calling_rank():
     _ok(check_all(run_ranks("bad_input", timeout=120)), "bad input")
 

@@ -2,6 +2,7 @@
 
 import functools
 import operator
+import os
 import time
 
 import torch
@@ -287,7 +288,8 @@ def async_and_stream_order():
     dist.all_reduce(t)
     issued = time.time() - start
     close(t, reference(R.SUM, torch.float32), "all_reduce with a late peer")
-    if RANK == 0:
+    synchronous = os.environ.get("TASK_QUEUE_ENABLE") == "0" or os.environ.get("ASCEND_LAUNCH_BLOCKING") == "1"
+    if RANK == 0 and not synchronous:
         assert issued < 0.5, f"all_reduce blocked the host for {issued:.2f}s"
     # Lifetime: a tensor freed right after an async collective is not reused before it finishes.
     if RANK == 1:
