@@ -100,13 +100,15 @@ bool WorkHCCL::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> WorkHCCL::getFuture() { return future_; }
-
-void WorkHCCL::completeFutureOn(const c10::Stream& stream) {
-  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                     std::vector<c10::Device>{device_});
-  c10::StreamGuard guard(stream);
-  future_->markCompleted(c10::IValue(outputs_));
+c10::intrusive_ptr<c10::ivalue::Future> WorkHCCL::getFuture() {
+  std::lock_guard<std::mutex> lock(future_mutex_);
+  if (!future_ && future_stream_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                       std::vector<c10::Device>{device_});
+    c10::StreamGuard guard(*future_stream_);
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  return future_;
 }
 
 void WorkHCCL::completeFutureWhenFinished() {

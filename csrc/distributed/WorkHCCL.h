@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,9 @@ class WorkHCCL : public c10d::Work {
   void throwIfFailed() const;
 
   const std::string& what() const { return what_; }
-  // NCCL style: complete now, with the events recorded on `stream` (the one running the collective).
-  void completeFutureOn(const c10::Stream& stream);
+  // NCCL style: the future is complete at once, with its events on `stream` (the one running the
+  // collective). It is made when first asked for; its events then sit at or after the collective.
+  void completeFutureOn(const c10::Stream& stream) { future_stream_ = stream; }
   // For works finished off any stream (send / recv): completed when the transfer finishes.
   void completeFutureWhenFinished();
 
@@ -48,6 +50,8 @@ class WorkHCCL : public c10d::Work {
   const bool host_wait_;  // barrier: wait() returns once every rank has arrived
   std::string error_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::optional<c10::Stream> future_stream_;
+  std::mutex future_mutex_;
   bool future_on_finish_ = false;
 };
 

@@ -315,6 +315,13 @@ def groups():
         t = data(RANK, torch.float32).to(dev)
         dist.all_reduce(t, group=solo)
         close(t, data(RANK, torch.float32), "all_reduce in a one-rank group")
+    # Functional collectives (DTensor / tensor parallel use these): dispatcher ops and wait_tensor.
+    import torch.distributed._functional_collectives as funcol
+
+    out = funcol.all_reduce(data(RANK, torch.float32).to(dev), "sum", dist.group.WORLD)
+    close(out, reference(R.SUM, torch.float32), "functional all_reduce")
+    out = funcol.all_gather_tensor(data(RANK, torch.float32).to(dev), 0, dist.group.WORLD)
+    close(out, torch.cat([data(r, torch.float32) for r in range(WORLD)]), "functional all_gather_tensor")
     sub, subs = dist.new_subgroups(group_size=1)
     t = data(RANK, torch.float32).to(dev)
     dist.broadcast(t, src=RANK, group=sub)

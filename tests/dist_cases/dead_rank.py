@@ -40,6 +40,9 @@ if mode == "crash":
                             r"not arrive: 1", step)
     assert elapsed < 30
     print(f"dead-rank error after {elapsed:.2f}s (timeout 30s)", flush=True)
+    # A device-wide sync reports it too (from the communication stream).
+    with pytest.raises(dist.DistBackendError, match=r"hccl all_reduce #2 .*lost the connection to a peer"):
+        torch.npu.synchronize()
     # Later collectives on the group fail at once, with the first failure.
     with pytest.raises(dist.DistBackendError, match=r"unusable after an earlier failure"):
         dist.all_reduce(x)
