@@ -136,26 +136,23 @@ def fsdp2_runs():
     mesh = init_device_mesh("npu", (WORLD,))
     data = batches(3, seed=1)
 
-    def adam(params):
-        return torch.optim.Adam(params, lr=0.01)
-
-    # Adam normalises each update, so float32 rounding of tiny gradients shows up as ~1e-5.
-    for what, mp, tol in [("fsdp2", None, 1e-4),
+    # SGD: updates proportional to the gradients, so bf16 compute shows as bf16-sized differences.
+    for what, mp, tol in [("fsdp2", None, 1e-5),
                           ("fsdp2 MixedPrecisionPolicy(bf16 params, fp32 reduce)",
-                           MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32), 3e-2)]:
+                           MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32), 5e-3)]:
         base = fresh()
         model = copy.deepcopy(base).to(dev)
         kwargs = {"mesh": mesh} if mp is None else {"mesh": mesh, "mp_policy": mp}
         fully_shard(model.conv, **kwargs)
         fully_shard(model.conv2, **kwargs)
         fully_shard(model, **kwargs)
-        opt = adam(model.parameters())
+        opt = sgd(model.parameters())
         for x, y in data:
             opt.zero_grad()
             out = model(local(x).to(dev))
             nn.functional.cross_entropy(out.float(), local(y).to(dev)).backward()
             opt.step()
-        check(model, reference(base, data, adam), what, tol)
+        check(model, reference(base, data, sgd), what, tol)
     done("fsdp2")
 
 
