@@ -5,7 +5,9 @@
 #include "csrc/core/NPUStream.h"
 #include "csrc/distributed/ProcessGroupHCCL.h"
 #include "csrc/framework/DeviceTask.h"
+#include "csrc/framework/FormatHelper.h"
 #include "csrc/framework/HostView.h"
+#include "csrc/framework/StorageDesc.h"
 
 namespace c10d_npu {
 
@@ -29,6 +31,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launchP2P(bool is_send, std::ve
   at::Tensor tensor = tensors[0];
   c10::Device device = groupDevice(name, tensors);
   checkPeer(name, peer);
+  if (const at_npu::native::NPUStorageDesc* desc = at_npu::native::privateDesc(tensor)) {
+    // The wire carries logical elements. A send takes a base-format copy (TransData on the caller's
+    // stream); a recv completes off the stream, where no TransData can follow it.
+    TORCH_CHECK_VALUE(is_send, "hccl recv: the tensor is stored in the private format ",
+                      at_npu::native::formatName(desc->npu_format), "; receive into a base-format tensor "
+                      "(torch.empty(shape, dtype=..., device='npu')) and convert it afterwards with "
+                      "torch_npu.npu_format_cast(t, ", desc->npu_format, ")");
+    at::Tensor copy = at::empty(tensor.sizes(), tensor.options());
+    copy.copy_(tensor);
+    tensor = copy;
+  }
   std::string failure = state_->failure();
   if (!failure.empty()) {
     C10_THROW_ERROR(DistBackendError, std::string("hccl ") + name + " cannot run: " + groupText() +

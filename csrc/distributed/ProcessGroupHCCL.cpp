@@ -9,12 +9,9 @@
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
 #include "csrc/framework/DeviceTask.h"
-#include "csrc/framework/HostView.h"
 
 namespace c10d_npu {
 namespace {
-
-using at_npu::native::hostView;
 
 int64_t layoutHash(const std::vector<at::Tensor>& tensors) {
   int64_t h = static_cast<int64_t>(tensors.size());
@@ -26,12 +23,6 @@ int64_t totalNumel(const std::vector<at::Tensor>& tensors) {
   int64_t n = 0;
   for (const at::Tensor& t : tensors) n += t.numel();
   return n;
-}
-
-std::vector<at::Tensor> views(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> out;
-  for (const at::Tensor& t : tensors) out.push_back(hostView(t));
-  return out;
 }
 
 void checkSameDtype(const char* collective, const std::vector<at::Tensor>& tensors, at::ScalarType dtype) {
@@ -161,12 +152,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
   for (const at::Tensor& t : c.tensors) {
     if (t.storage().data_ptr()) c10_npu::NPUCachingAllocator::recordStream(t.storage().data_ptr(), comm);
   }
+  for (const auto& staged : c.staged) {
+    if (staged.second.storage().data_ptr()) {
+      c10_npu::NPUCachingAllocator::recordStream(staged.second.storage().data_ptr(), comm);
+    }
+  }
   auto work = c10::make_intrusive<WorkHCCL>(rank_, c.op_type, seq, what, device, c.outputs,
                                             state_->env().blocking_wait, c.host_wait);
+  bool writes_back = c.writesBack();
   at_npu::native::launchDeviceTask(
       comm, what,
       [state = state_, work, exchange, run = std::move(c.run), deadline, fp = c.fingerprint, seq, name = std::string(name),
-       what] {
+       what, writes_back] {
         // Collectives queued behind a failed one do not wait for peers that will not come.
         std::string error = state->failure().empty() ? "" : "not run: an earlier collective of the group failed";
         try {
@@ -178,12 +175,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
         } catch (const std::exception& e) {
           error = state->explain(e, seq, name, deadline);
         }
-        work->markFinished(error);
+        // With outputs to write back, the Work finishes after the write-back (below) unless it failed.
+        if (!error.empty() || !writes_back) work->markFinished(error);
         if (!error.empty()) {
           state->fail(what + " failed: " + error);
           throw std::runtime_error(error);
         }
       });
+  if (writes_back) {
+    c.writeBack(comm.unwrap());
+    at_npu::native::launchDeviceTask(comm, what, [work] { work->markFinished(""); });
+  }
   issuing.unlock();
   work->completeFutureOn(comm.unwrap());
   std::lock_guard<std::mutex> lock(mutex_);
@@ -204,7 +206,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   c.op_type = c10d::OpType::ALLREDUCE;
   c.tensors = c.outputs = tensors;
   c.timeout = opts.timeout;
-  c.run = [view = hostView(t), red = host::Reduction::from(opts.reduceOp)](host::Context& ctx) {
+  c.run = [view = c.view(t), red = host::Reduction::from(opts.reduceOp)](host::Context& ctx) {
     host::allreduce(ctx, {view}, red);
   };
   return launch(std::move(c));
@@ -226,7 +228,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector
   c.op_type = c10d::OpType::ALLREDUCE_COALESCED;
   c.tensors = c.outputs = tensors;
   c.timeout = opts.timeout;
-  c.run = [vs = views(tensors), red = host::Reduction::from(opts.reduceOp)](host::Context& ctx) {
+  c.run = [vs = c.views(tensors), red = host::Reduction::from(opts.reduceOp)](host::Context& ctx) {
     host::allreduce(ctx, vs, red);
   };
   return launch(std::move(c));
@@ -244,7 +246,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
   c.op_type = c10d::OpType::BROADCAST;
   c.tensors = c.outputs = tensors;
   c.timeout = opts.timeout;
-  c.run = [view = hostView(tensors[0]), root = static_cast<int>(opts.rootRank)](host::Context& ctx) {
+  c.run = [view = c.view(tensors[0]), root = static_cast<int>(opts.rootRank)](host::Context& ctx) {
     host::broadcast(ctx, view, root);
   };
   return launch(std::move(c));
@@ -264,7 +266,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>&
   c.op_type = c10d::OpType::REDUCE;
   c.tensors = c.outputs = tensors;
   c.timeout = opts.timeout;
-  c.run = [view = hostView(tensors[0]), red = host::Reduction::from(opts.reduceOp),
+  c.run = [view = c.view(tensors[0]), red = host::Reduction::from(opts.reduceOp),
            root = static_cast<int>(opts.rootRank)](host::Context& ctx) { host::reduce(ctx, view, red, root); };
   return launch(std::move(c));
 }
@@ -292,7 +294,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vect
   c.tensors = all;
   c.outputs = outs;
   c.timeout = opts.timeout;
-  c.run = [outs_v = views(outs), in_v = hostView(inputs[0])](host::Context& ctx) {
+  c.run = [outs_v = c.views(outs), in_v = c.view(inputs[0])](host::Context& ctx) {
     host::allgather(ctx, outs_v, in_v);
   };
   return launch(std::move(c));
@@ -312,7 +314,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
   c.tensors = {output, input};
   c.outputs = {output};
   c.timeout = opts.timeout;
-  c.run = [out_v = hostView(output), in_v = hostView(input)](host::Context& ctx) {
+  c.run = [out_v = c.view(output), in_v = c.view(input)](host::Context& ctx) {
     host::allgatherIntoTensor(ctx, out_v, in_v);
   };
   return launch(std::move(c));
@@ -341,7 +343,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced
   c.tensors = all;
   c.outputs = outputs;
   c.timeout = opts.timeout;
-  c.run = [outs_v = views(outputs), ins_v = views(inputs)](host::Context& ctx) {
+  c.run = [outs_v = c.views(outputs), ins_v = c.views(inputs)](host::Context& ctx) {
     for (size_t i = 0; i < ins_v.size(); ++i) host::allgatherIntoTensor(ctx, outs_v[i], ins_v[i]);
   };
   return launch(std::move(c));
@@ -370,9 +372,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(std::vector
   c.timeout = opts.timeout;
   std::vector<std::vector<at::Tensor>> per_input(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    for (const auto& list : output_lists) per_input[i].push_back(hostView(list[i]));
+    for (const auto& list : output_lists) per_input[i].push_back(c.view(list[i]));
   }
-  c.run = [per_input, ins_v = views(inputs)](host::Context& ctx) {
+  c.run = [per_input, ins_v = c.views(inputs)](host::Context& ctx) {
     for (size_t i = 0; i < ins_v.size(); ++i) host::allgather(ctx, per_input[i], ins_v[i]);
   };
   return launch(std::move(c));
@@ -409,7 +411,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<
   c.tensors = all;
   c.outputs = outs;
   c.timeout = opts.timeout;
-  c.run = [outs_v = views(outs), in_v = hostView(inputs[0]), root = static_cast<int>(opts.rootRank)](host::Context& ctx) {
+  c.run = [outs_v = c.views(outs), in_v = c.view(inputs[0]), root = static_cast<int>(opts.rootRank)](host::Context& ctx) {
     host::gather(ctx, outs_v, in_v, root);
   };
   return launch(std::move(c));
@@ -446,7 +448,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>
   c.tensors = all;
   c.outputs = outputs;
   c.timeout = opts.timeout;
-  c.run = [out_v = hostView(outputs[0]), ins_v = views(ins), root = static_cast<int>(opts.rootRank)](host::Context& ctx) {
+  c.run = [out_v = c.view(outputs[0]), ins_v = c.views(ins), root = static_cast<int>(opts.rootRank)](host::Context& ctx) {
     host::scatter(ctx, out_v, ins_v, root);
   };
   return launch(std::move(c));
@@ -480,7 +482,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
   c.tensors = all;
   c.outputs = outputs;
   c.timeout = opts.timeout;
-  c.run = [out_v = hostView(out), ins_v = views(ins), red = host::Reduction::from(opts.reduceOp)](host::Context& ctx) {
+  c.run = [out_v = c.view(out), ins_v = c.views(ins), red = host::Reduction::from(opts.reduceOp)](host::Context& ctx) {
     host::reduceScatter(ctx, out_v, ins_v, red);
   };
   return launch(std::move(c));
@@ -502,7 +504,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
   c.tensors = {output, input};
   c.outputs = {output};
   c.timeout = opts.timeout;
-  c.run = [out_v = hostView(output), in_v = hostView(input), red = host::Reduction::from(opts.reduceOp)](
+  c.run = [out_v = c.view(output), in_v = c.view(input), red = host::Reduction::from(opts.reduceOp)](
               host::Context& ctx) { host::reduceScatterTensor(ctx, out_v, in_v, red); };
   return launch(std::move(c));
 }
@@ -531,7 +533,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
   c.tensors = all;
   c.outputs = outputs;
   c.timeout = opts.timeout;
-  c.run = [outs_v = views(outputs), ins_v = views(inputs), red = host::Reduction::from(opts.reduceOp)](
+  c.run = [outs_v = c.views(outputs), ins_v = c.views(inputs), red = host::Reduction::from(opts.reduceOp)](
               host::Context& ctx) {
     for (size_t i = 0; i < ins_v.size(); ++i) host::reduceScatterTensor(ctx, outs_v[i], ins_v[i], red);
   };
@@ -578,7 +580,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& outpu
   c.tensors = {output, input};
   c.outputs = {output};
   c.timeout = opts.timeout;
-  c.run = [out_v = hostView(output), in_v = hostView(input), out_counts, in_counts](host::Context& ctx) {
+  c.run = [out_v = c.view(output), in_v = c.view(input), out_counts, in_counts](host::Context& ctx) {
     host::alltoallSingle(ctx, out_v, in_v, out_counts, in_counts);
   };
   return launch(std::move(c));
@@ -603,7 +605,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
   c.tensors = all;
   c.outputs = outputs;
   c.timeout = opts.timeout;
-  c.run = [outs_v = views(outputs), ins_v = views(inputs)](host::Context& ctx) { host::alltoall(ctx, outs_v, ins_v); };
+  c.run = [outs_v = c.views(outputs), ins_v = c.views(inputs)](host::Context& ctx) { host::alltoall(ctx, outs_v, ins_v); };
   return launch(std::move(c));
 }
 

@@ -98,6 +98,14 @@ class ProcessGroupHCCL : public c10d::Backend {
     std::optional<c10::Device> device;  // for collectives without tensors (barrier)
     bool host_wait = false;
     std::function<void(host::Context&)> run;
+    // Operands in a private storage format (NC1HWC0, FRACTAL_NZ...) travel in their base format,
+    // as on HCCL: view() takes a base-format copy on the caller's stream (TransData); launch()
+    // writes the copies of outputs back into their format on the communication stream.
+    std::vector<std::pair<at::Tensor, at::Tensor>> staged;  // (operand, its base-format copy)
+    at::Tensor view(const at::Tensor& t);
+    std::vector<at::Tensor> views(const std::vector<at::Tensor>& ts);
+    bool writesBack() const;                    // some output is a staged copy
+    void writeBack(const c10::Stream& comm) const;  // queues the TransData of each such output
   };
 
   c10::intrusive_ptr<c10d::Work> launch(Collective c);
