@@ -183,8 +183,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
         }
       });
   if (writes_back) {
-    c.writeBack(comm.unwrap());
-    at_npu::native::launchDeviceTask(comm, what, [work] { work->markFinished(""); });
+    std::string error;  // the Work carries a failed write-back instead of never finishing
+    try {
+      c.writeBack(comm.unwrap());
+    } catch (const std::exception& e) {
+      error = std::string("could not convert the result back into the tensor's storage format: ") + e.what();
+    }
+    at_npu::native::launchDeviceTask(comm, what, [work, error] { work->markFinished(error); });
   }
   issuing.unlock();
   work->completeFutureOn(comm.unwrap());

@@ -58,6 +58,15 @@ dist.reduce_scatter_tensor(out, t)
 expected = sum(data(r, torch.float32, (WORLD * 2, 20, 3, 3)) for r in range(WORLD))
 same(out, expected[2 * RANK:2 * RANK + 2], NC1HWC0, "reduce_scatter_tensor NC1HWC0")
 
+# A view of part of a private-format storage: only its elements change.
+base = [data(r, torch.float32, shape4) for r in range(WORLD)]
+t = fmt(base[RANK], NC1HWC0)
+view = t[1, 4:19]
+dist.all_reduce(view)
+expected = base[RANK].clone()
+expected[1, 4:19] = sum(b[1, 4:19] for b in base)
+same(t, expected, NC1HWC0, "all_reduce of a view of an NC1HWC0 tensor")
+
 # async_op: wait() orders the caller's stream after the write-back into the private format.
 x = torch.full((2, 20, 3, 3), float(RANK + 1), device=dev)
 t = torch_npu.npu_format_cast(x * 2, NC1HWC0)  # its input is still being computed on the stream
