@@ -61,7 +61,17 @@ _CNN = (
     "(at::convolution returns a fresh tensor, copied into the device output). Fix: the small-op launch "
     "fixes above; a convolution entry point that writes the device output in place.")
 
+_ALL_REDUCE = (
+    "each hccl all_reduce is a task on the communication stream that waits for its fingerprint exchange "
+    "(a tiny Gloo all_gather issued when the call is made) and then runs Gloo's all_reduce on host views of "
+    "the device memory: the data path is Gloo's, plus a hand-off to the stream's worker thread and the "
+    "fingerprint exchange's CPU time. On 2 cores shared with other work those extra threads compete with "
+    "Gloo's own; at 1 MB they are a visible share of a ~0.3 ms operation, from 16 MB up they vanish. Fix "
+    "(csrc/distributed/): skip the fingerprint exchange for a repeat of the previous collective's "
+    "fingerprint once both ranks have confirmed it, and run Gloo's algorithm on the stream's thread.")
+
 WHY = {
+    "distributed": _ALL_REDUCE,
     "small_ops": _SMALL_OPS,
     "kernels": _KERNEL_NOISE,
     "kernels.layer_norm": _NORM,
@@ -134,6 +144,11 @@ METHOD = [
     "thread computes, so Python and dispatch overlap with compute, as with a real accelerator; on a loaded "
     "machine its two busy threads also get a larger share of the cores than CPU eager's one Python "
     "thread between kernels.",
+    "- Distributed: 2 ranks as 2 processes on this machine (Gloo over loopback TCP). all_reduce bus "
+    "bandwidth follows nccl-tests (size / time x 2(n-1)/n); each sample is ~32 MB of back-to-back "
+    "all_reduces started together after a barrier and ended by a synchronize, hccl on npu tensors and "
+    "Gloo on CPU tensors alternating in the same processes. DDP rows time windows of optimizer steps "
+    "of the training section's CNN ending in loss.item().",
     "- The machine is shared (other builds run on the same 2 cores), so single figures move by tens of "
     "percent between runs; the load average at start and end is recorded above. Ratios close to a target "
     "should be read with the min–max spreads.",

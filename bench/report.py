@@ -10,6 +10,7 @@ TITLES = {
     "copies": "3. Copies",
     "training": "4. Training",
     "allocator": "5. Allocator",
+    "distributed": "6. Distributed (hccl)",
 }
 
 

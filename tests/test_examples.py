@@ -95,3 +95,21 @@ def test_make_demo_script_runs():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "npu and cpu loss curves agree" in proc.stdout
     assert "throughput ratio npu/cpu" in proc.stdout
+
+
+def test_imagenet_trainer_multi_device_hccl():
+    """Seed 003's multi-device path: one process per device of --device-list, DDP over hccl, a
+    DistributedSampler with drop_last; DDP keeps the two replicas identical."""
+    from dist_launch import base_env, free_port, run_processes
+
+    argv = [sys.executable, os.path.join(EXAMPLES, "imagenet", "main.py"), "--multiprocessing-distributed",
+            "--device-list", "0,1", "--dist-backend", "hccl", "--world-size", "1", "--rank", "0", "--addr",
+            "127.0.0.1", "--port", str(free_port()), "--arch", "resnet_tiny", "--epochs", "1", "--steps-per-epoch", "3",
+            "--batch-size", "16", "--train-size", "64", "--val-size", "32", "--no-progress", "--print-freq", "1"]
+    (proc,) = run_processes([(argv, base_env())], timeout=300)
+    assert proc.returncode == 0, repr(proc)
+    lines = [line for line in proc.out.splitlines() if " parameter checksum " in line]
+    assert len(lines) == 2 and {line.split()[1] for line in lines} == {"0/2", "1/2"}, proc.out
+    checksums = {line.rsplit(" ", 1)[1] for line in lines}
+    assert len(checksums) == 1, lines
+    assert "trained 3 steps on npu:0" in proc.out

@@ -94,3 +94,5 @@ def _install_onnx_support() -> None:
 
 
 _install_onnx_support()
+
+from torch_npu import distributed  # noqa: E402  (registers the hccl backend of torch.distributed)

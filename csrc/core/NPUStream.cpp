@@ -15,8 +15,8 @@ namespace c10_npu {
 namespace {
 
 struct DeviceStreams {
-  std::once_flag once[kStreamPoolSize + 1];
-  nrtStream_t handles[kStreamPoolSize + 1] = {};
+  std::once_flag once[kCommStreamId + 1];
+  nrtStream_t handles[kCommStreamId + 1] = {};
   std::atomic<uint32_t> next_pool{0};
 };
 
@@ -43,7 +43,7 @@ thread_local std::vector<c10::StreamId> tls_current;
 NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
               "expected an npu stream, got a stream on ", stream.device());
-  TORCH_CHECK(stream.id() >= 0 && stream.id() <= kStreamPoolSize, "invalid npu stream id ",
+  TORCH_CHECK(stream.id() >= 0 && stream.id() <= kCommStreamId, "invalid npu stream id ",
               stream.id());
 }
 
@@ -80,6 +80,12 @@ NPUStream getStreamFromPool(c10::DeviceIndex device) {
   uint32_t n = registry()[device]->next_pool.fetch_add(1) % kStreamPoolSize;
   return NPUStream(c10::Stream(c10::Stream::UNSAFE,
                                c10::Device(c10::DeviceType::PrivateUse1, device), n + 1));
+}
+
+NPUStream getCommunicationNPUStream(c10::DeviceIndex device) {
+  device = resolve(device);
+  return NPUStream(c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device),
+                               kCommStreamId));
 }
 
 NPUStream getCurrentNPUStream(c10::DeviceIndex device) {

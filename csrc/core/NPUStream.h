@@ -6,8 +6,10 @@
 
 namespace c10_npu {
 
-// Stream ids: 0 is the device's default stream, 1..kStreamPoolSize are pool streams.
+// Stream ids: 0 is the device's default stream, 1..kStreamPoolSize are pool streams,
+// kCommStreamId is the device's communication stream.
 constexpr int kStreamPoolSize = 8;
+constexpr int kCommStreamId = kStreamPoolSize + 1;
 
 class NPUStream {
  public:
@@ -35,6 +37,9 @@ class NPUStream {
 NPUStream getDefaultNPUStream(c10::DeviceIndex device = -1);
 NPUStream getStreamFromPool(c10::DeviceIndex device = -1);
 NPUStream getCurrentNPUStream(c10::DeviceIndex device = -1);
+// The stream collectives run on (ProcessGroupHCCL), outside the pool: a collective waiting for its
+// peers never holds up user streams.
+NPUStream getCommunicationNPUStream(c10::DeviceIndex device = -1);
 void setCurrentNPUStream(NPUStream stream);
 
 }  // namespace c10_npu

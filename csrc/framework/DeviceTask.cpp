@@ -58,7 +58,7 @@ void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::f
     // Synchronous launch: earlier work first, then this task on the calling thread.
     stream.synchronize();
     std::string error = task->run();
-    TORCH_CHECK(error.empty(), error);
+    if (!error.empty()) c10_npu::throwTaskError(error, __FILE__, __LINE__);
     return;
   }
   NPU_CHECK(nrtLaunchHostFunc(stream.handle(), &runQueuedTask, task.get()));

@@ -11,6 +11,7 @@
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/framework/OpStats.h"
+#include "csrc/python/Distributed.h"
 #include "csrc/python/FormatBindings.h"
 #include "csrc/python/LaunchSite.h"
 
@@ -19,6 +20,7 @@ namespace py = pybind11;
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
+  torch_npu::python::initDistributedBindings(m);
   torch_npu::python::initFormatBindings(m);
   m.def("_op_stats", [] {
     py::dict out;

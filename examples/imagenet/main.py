@@ -1,8 +1,11 @@
 """ImageNet-style trainer (pytorch/examples imagenet/main.py, migrated to npu as seed 003 describes):
 --device npu|cpu, apex-style mixed precision (--amp --opt-level --loss-scale), fused SGD, checkpoint
-save/resume, a pinned-memory DataLoader feeding the device with non_blocking copies.
+save/resume, a pinned-memory DataLoader feeding the device with non_blocking copies, and the
+multi-device path: one process per device of --device-list, DistributedDataParallel over hccl.
 
     python examples/imagenet/main.py --arch resnet_tiny --epochs 1 --steps-per-epoch 20 --amp --opt-level O2
+    python examples/imagenet/main.py --multiprocessing-distributed --device-list 0,1 --dist-backend hccl \
+        --world-size 1 --rank 0 --addr 127.0.0.1 --arch resnet_tiny --epochs 1
 """
 
 import argparse
@@ -12,8 +15,11 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 import torch.nn as nn
 from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from data import SyntheticImages  # noqa: E402
@@ -59,7 +65,23 @@ def parse_args(argv=None):
                    help="low precision type of --amp (bfloat16 convolutions are much faster on the software NPU)")
     p.add_argument("--combine-grad", action="store_true", help="keep gradients in one combined buffer")
     p.add_argument("--optimizer", default="sgd", choices=["sgd", "npu_fused_sgd"])
+    # multi-device training (seed 003): one process per device of --device-list
+    p.add_argument("--addr", default="127.0.0.1", type=str, help="master address (MASTER_ADDR)")
+    p.add_argument("--port", default="29688", type=str, help="master port (MASTER_PORT)")
+    p.add_argument("--device-list", default="0", type=str, help="device ids of this node, e.g. 0,1,2,3")
+    p.add_argument("--dist-backend", default="hccl", type=str)
+    p.add_argument("--dist-url", default="env://", type=str, help="unused on npu: the rendezvous is MASTER_ADDR/PORT")
+    p.add_argument("--world-size", default=-1, type=int, help="number of nodes (of processes without --mp...)")
+    p.add_argument("--rank", default=-1, type=int, help="node rank (process rank without --mp...)")
+    p.add_argument("--multiprocessing-distributed", action="store_true",
+                   help="spawn one process per device of --device-list and train with DistributedDataParallel")
     return p.parse_args(argv)
+
+
+def device_id_to_process_device_map(device_list):
+    """Process index -> device id, for the devices of --device-list (seed 003)."""
+    devices = sorted(int(x) for x in device_list.split(","))
+    return dict(enumerate(devices))
 
 
 class AverageMeter:
@@ -153,8 +175,40 @@ def save_checkpoint(state, is_best, directory):
 
 
 def run(argv=None):
-    """Train as the command line says; returns {"losses", "images_per_sec", "best_acc1", "checkpoint"}."""
+    """Train as the command line says; returns {"losses", "images_per_sec", "best_acc1", "checkpoint"}
+    (with --multiprocessing-distributed the processes it spawns print their results)."""
     args = parse_args(argv)
+    if args.world_size == -1 and "WORLD_SIZE" in os.environ:  # started by torchrun
+        args.world_size = int(os.environ["WORLD_SIZE"])
+    args.distributed = args.world_size > 1 or args.multiprocessing_distributed
+    if args.multiprocessing_distributed:
+        os.environ["MASTER_ADDR"] = args.addr
+        os.environ["MASTER_PORT"] = args.port
+    args.process_device_map = device_id_to_process_device_map(args.device_list)
+    ngpus_per_node = len(args.process_device_map) if args.device == "npu" else 1
+    if args.multiprocessing_distributed:
+        # world size: processes in all nodes; each spawned process gets its device from the map
+        args.world_size = ngpus_per_node * max(args.world_size, 1)
+        mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))
+        return None
+    return main_worker(None, ngpus_per_node, args)
+
+
+def main_worker(gpu, ngpus_per_node, args):
+    if args.distributed:
+        if args.multiprocessing_distributed:
+            # the global rank among all processes
+            args.rank = max(args.rank, 0) * ngpus_per_node + gpu
+        else:  # one process per device started by a launcher (torchrun sets RANK and LOCAL_RANK)
+            gpu = int(os.environ.get("LOCAL_RANK", 0))
+            args.rank = int(os.environ["RANK"]) if args.rank == -1 else args.rank
+            ngpus_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", ngpus_per_node))
+        args.device_id = args.process_device_map.get(gpu, gpu)
+        # the rendezvous comes from MASTER_ADDR / MASTER_PORT (no init_method on npu, as the seed does)
+        dist.init_process_group(backend=args.dist_backend, world_size=args.world_size, rank=args.rank)
+        # each process trains on its share of the global batch
+        args.batch_size = args.batch_size // ngpus_per_node
+        args.workers = (args.workers + ngpus_per_node - 1) // ngpus_per_node
     if args.device == "npu":
         import torch_npu  # noqa: F401  (also loaded by `import torch`)
 
@@ -190,33 +244,47 @@ def run(argv=None):
         if args.amp and "amp" in checkpoint:
             amp.load_state_dict(checkpoint["amp"])
         print(f"=> loaded checkpoint '{args.resume}' (epoch {checkpoint['epoch']})")
+    if args.distributed:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.device_id] if loc != "cpu" else None)
 
     pin = args.device == "npu"  # pinned host memory makes the non_blocking copies asynchronous
     train_set = SyntheticImages(args.train_size, args.num_classes, args.image_size, seed=args.seed)
     val_set = SyntheticImages(args.val_size, args.num_classes, args.image_size, seed=args.seed + 1)
-    train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, drop_last=True,
-                              num_workers=args.workers, pin_memory=pin,
+    # each process reads its own part of the data; drop_last keeps every step's shapes fixed
+    train_sampler = DistributedSampler(train_set, seed=args.seed, drop_last=True) if args.distributed else None
+    train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=train_sampler is None, drop_last=True,
+                              num_workers=args.workers, pin_memory=pin, sampler=train_sampler,
                               generator=torch.Generator().manual_seed(args.seed))
-    val_loader = DataLoader(val_set, batch_size=args.batch_size, num_workers=args.workers, pin_memory=pin)
+    val_loader = DataLoader(val_set, batch_size=args.batch_size, num_workers=args.workers, pin_memory=pin,
+                            drop_last=args.distributed)
+    main_process = not args.distributed or args.rank % ngpus_per_node == 0
 
     history = {"losses": [], "timed_images": 0, "timed_seconds": 0.0}
     checkpoint_path = None
     if args.evaluate:
         best_acc1 = validate(val_loader, model, criterion, loc, args)
     for epoch in range(args.start_epoch, args.epochs if not args.evaluate else args.start_epoch):
+        if train_sampler is not None:
+            train_sampler.set_epoch(epoch)
         train(train_loader, model, criterion, optimizer, epoch, loc, args, amp, history)
         acc1 = validate(val_loader, model, criterion, loc, args)
         is_best = acc1 > best_acc1
         best_acc1 = max(acc1, best_acc1)
-        if args.checkpoint_dir:
+        if args.checkpoint_dir and main_process:
             state = {"epoch": epoch + 1, "arch": args.arch, "state_dict": model.state_dict(),
                      "best_acc1": best_acc1, "optimizer": optimizer.state_dict()}
             if args.amp:
                 state["amp"] = amp.state_dict()
             checkpoint_path = save_checkpoint(state, is_best, args.checkpoint_dir)
     rate = history["timed_images"] / history["timed_seconds"] if history["timed_seconds"] else float("nan")
-    if history["losses"]:
+    if history["losses"] and main_process:
         print(f"trained {len(history['losses'])} steps on {loc}: {rate:.1f} images/s, best acc@1 {best_acc1:.2f}")
+    if args.distributed:
+        # DDP keeps the replicas identical: every process reports the same parameter checksum
+        checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+        print(f"rank {args.rank}/{args.world_size} on {loc}: final loss {history['losses'][-1]:.4f} "
+              f"parameter checksum {checksum:.10e}", flush=True)
+        dist.destroy_process_group()
     return {"losses": history["losses"], "images_per_sec": rate, "best_acc1": best_acc1,
             "checkpoint": checkpoint_path}
 
