@@ -262,8 +262,8 @@ void LabelTask(nrtActivityKind kind, const char* name, uint64_t bytes, uint32_t 
   Fill(t_label, kind, name, bytes, memcpy_kind, block_dim);
 }
 
-void LabelNextHostFunc(nrtActivityKind kind, const char* name, uint32_t block_dim) {
-  Fill(t_host_func_label, kind, name, 0, 0, block_dim);
+void LabelNextHostFunc(nrtActivityKind kind, const char* name, uint64_t bytes, uint32_t block_dim) {
+  Fill(t_host_func_label, kind, name, bytes, 0, block_dim);
 }
 
 void TakeHostFuncLabel() {
@@ -358,9 +358,9 @@ void nrtActivityPopCorrelationId(void) {
   if (!stack.empty()) stack.pop_back();
 }
 
-void nrtActivityLabelNextTask(nrtActivityKind kind, const char* name) {
+void nrtActivityLabelNextTask(nrtActivityKind kind, const char* name, uint64_t bytes) {
   if (!npu::runtime::activity::Accepting()) return;
-  npu::runtime::activity::LabelNextHostFunc(kind, name);
+  npu::runtime::activity::LabelNextHostFunc(kind, name, bytes);
 }
 
 }  // extern "C"

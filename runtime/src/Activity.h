@@ -28,7 +28,7 @@ uint64_t Now();
 void LabelTask(nrtActivityKind kind, const char* name, uint64_t bytes = 0, uint32_t memcpy_kind = 0,
                uint32_t block_dim = 0);
 // Same, for the next nrtLaunchHostFunc of this thread (which takes it with TakeHostFuncLabel).
-void LabelNextHostFunc(nrtActivityKind kind, const char* name, uint32_t block_dim = 0);
+void LabelNextHostFunc(nrtActivityKind kind, const char* name, uint64_t bytes = 0, uint32_t block_dim = 0);
 void TakeHostFuncLabel();
 
 // Stream hooks. `index` numbers the tasks a stream was given (0, 1, ...), so that the record made at

@@ -65,7 +65,7 @@ TEST_F(ActivityTest, EveryKindOfTaskGetsARecord) {
   EXPECT_EQ(nrtActivityIsEnabled(), 1);
   nrtActivityPushCorrelationId(41);
   NRT_ASSERT_OK(LaunchCallable(stream, gate.Blocker()));  // holds the stream so the event is pending
-  nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, "aclnnAdd");
+  nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, "aclnnAdd", 0);
   NRT_ASSERT_OK(nrtLaunchHostFunc(stream, &Noop, nullptr));
   nrtActivityPushCorrelationId(42);
   NRT_ASSERT_OK(nrtMemcpyAsync(dev, host.data(), 4096, NRT_MEMCPY_HOST_TO_DEVICE, stream));
@@ -159,11 +159,11 @@ TEST_F(ActivityTest, OnlyTasksLaunchedWhileOnAreRecordedAndTheyOutliveDisable) {
   Gate gate;
   NRT_ASSERT_OK(LaunchCallable(nullptr, gate.Blocker()));  // before enabling: not recorded
   NRT_ASSERT_OK(nrtActivityEnable(0));
-  nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, "recorded");
+  nrtActivityLabelNextTask(NRT_ACTIVITY_COLLECTIVE, "recorded", 64);
   NRT_ASSERT_OK(nrtLaunchHostFunc(nullptr, &Noop, nullptr));
   NRT_ASSERT_OK(nrtActivityDisable());
   EXPECT_EQ(nrtActivityIsEnabled(), 0);
-  nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, "ignored");
+  nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, "ignored", 0);
   NRT_ASSERT_OK(nrtLaunchHostFunc(nullptr, &Noop, nullptr));  // after disabling: not recorded
   // The recorded task is still queued behind the gate: the flush waits for it, up to its timeout.
   EXPECT_EQ(nrtActivityFlush(20), NRT_ERROR_NOT_READY);
@@ -173,6 +173,8 @@ TEST_F(ActivityTest, OnlyTasksLaunchedWhileOnAreRecordedAndTheyOutliveDisable) {
   std::vector<nrtActivityRecord> recs = FlushAndDrain();
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_STREQ(recs[0].name, "recorded");
+  EXPECT_EQ(recs[0].kind, static_cast<uint32_t>(NRT_ACTIVITY_COLLECTIVE));
+  EXPECT_EQ(recs[0].bytes, 64u);
 }
 
 TEST_F(ActivityTest, FlushFromAHostFunctionIsRefused) {

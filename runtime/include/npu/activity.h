@@ -68,9 +68,10 @@ NRT_API uint64_t nrtActivityTimestamp(void);
 // the op starts and pops it when it ends).
 NRT_API void nrtActivityPushCorrelationId(uint64_t id);
 NRT_API void nrtActivityPopCorrelationId(void);
-// Per thread: kind and name of the next host function this thread launches (nrtLaunchHostFunc).
-// Launchers of named work call it when nrtActivityIsEnabled(); ignored while recording is off.
-NRT_API void nrtActivityLabelNextTask(nrtActivityKind kind, const char* name);
+// Per thread: kind, name and size (bytes moved, for collectives; 0 otherwise) of the next host function
+// this thread launches (nrtLaunchHostFunc). Launchers of named work call it when nrtActivityIsEnabled();
+// ignored while recording is off.
+NRT_API void nrtActivityLabelNextTask(nrtActivityKind kind, const char* name, uint64_t bytes);
 
 #ifdef __cplusplus
 }  // extern "C"
