@@ -4,6 +4,8 @@
 #include <atomic>
 #include <memory>
 
+#include <npu/activity.h>
+
 #include "csrc/core/NPUException.h"
 #include "csrc/framework/ExecutionPolicy.h"
 
@@ -61,6 +63,7 @@ void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::f
     TORCH_CHECK(error.empty(), error);
     return;
   }
+  if (nrtActivityIsEnabled()) nrtActivityLabelNextTask(NRT_ACTIVITY_HOST_TASK, task->what.c_str(), 0);
   NPU_CHECK(nrtLaunchHostFunc(stream.handle(), &runQueuedTask, task.get()));
   task.release();  // owned by the stream until it runs
   if (policy.launch_blocking) stream.synchronize();
