@@ -44,7 +44,7 @@ def operator_memory_rows(run: Run):
             alloc, row = found
             row[3] = row[4] = us(m.ts)
             row[5] = row[6] = dur_us(m.ts - alloc.ts)
-            row[9], row[10], row[11] = _mb(m.total_allocated), _mb(m.total_reserved), _mb(m.total_allocated)
+            row[10], row[11], row[12] = _mb(m.total_allocated), _mb(m.total_reserved), _mb(m.total_allocated)
     return OPERATOR_MEMORY_HEADERS, rows
 
 
