@@ -1,0 +1,169 @@
+"""Records every op a piece of code calls (a dispatch mode sees the ops that really run, after autograd and
+decompositions) and judges each: how it ran on npu (torch.npu.op_stats) or, for ops that did not run on
+npu, how it would run (the dispatcher registry: torch_npu.utils.op_support when present)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+# Verdicts, blockers first.
+CPU_FALLBACK = "CPU fallback"
+GENERIC = "generic executor"
+UNKNOWN = "unknown"
+NPU_KERNEL = "npu kernel"
+DEVICE_OP = "named device op"
+ORDER = {CPU_FALLBACK: 0, GENERIC: 1, UNKNOWN: 2, NPU_KERNEL: 3, DEVICE_OP: 4}
+EXPLAIN = {
+    CPU_FALLBACK: "copied to the CPU and back, synchronously (no Meta kernel, data-dependent output or strict "
+                  "mode): slow on any device; a real NPU would not run it",
+    GENERIC: "a CPU kernel queued on the npu stream (generic executor): a real NPU's op library would not run it",
+    UNKNOWN: "not an op of this build's registry",
+    NPU_KERNEL: "an npu kernel (views, copies, creation, custom ops, or built from other npu ops)",
+    DEVICE_OP: "an adapter on a named device op (aclnnXxx)",
+}
+
+
+@dataclass
+class OpUse:
+    op: str  # "aten::add.Tensor"
+    calls: int = 0
+    shapes: Counter = field(default_factory=Counter)
+    dtypes: Counter = field(default_factory=Counter)
+    devices: Counter = field(default_factory=Counter)
+    verdict: str = UNKNOWN
+    detail: str = ""
+
+    @property
+    def blocker(self) -> bool:
+        return self.verdict in (CPU_FALLBACK, GENERIC)
+
+
+def _static_verdict(op: str) -> tuple[str, str]:
+    """How an op would run on npu, from the dispatcher registry of this build."""
+    try:
+        from torch_npu.utils import op_support
+    except ImportError:
+        op_support = None
+    if op_support is not None:
+        v = op_support.verdict(op)
+        mapping = {op_support.DEVICE_OP: DEVICE_OP, op_support.GENERIC: GENERIC, op_support.UNKNOWN: UNKNOWN}
+        return mapping.get(v.verdict, NPU_KERNEL), (v.device_op or v.description)
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    try:
+        if has(op, "PrivateUse1"):
+            return NPU_KERNEL, "registered npu kernel"
+        if has(op, "CPU"):
+            return GENERIC, "no npu kernel: generic executor"
+        if has(op, "CompositeImplicitAutograd") or has(op, "CompositeExplicitAutograd"):
+            return NPU_KERNEL, "built from other ops"
+    except RuntimeError:
+        pass
+    return UNKNOWN, ""
+
+
+def _observed_verdict(counts: dict) -> tuple[str, str] | None:
+    """How an op ran on npu (torch.npu.op_stats counters), if it did."""
+    if counts.get("fallback"):
+        return CPU_FALLBACK, f"{counts['fallback']} call(s) through the CPU fallback"
+    generic = counts.get("generic", 0) + counts.get("generic_inline", 0)
+    if generic:
+        return GENERIC, f"{generic} call(s) through the generic executor"
+    if counts.get("device_op"):
+        return DEVICE_OP, f"{counts['device_op']} named device op launch(es)"
+    return None
+
+
+def _describe(args) -> tuple[str, str, set]:
+    flat, _ = tree_flatten(args)
+    tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+    shapes = "; ".join(str(list(t.shape)) for t in tensors)
+    dtypes = "; ".join(str(t.dtype).replace("torch.", "") for t in tensors)
+    return shapes, dtypes, {t.device.type for t in tensors}
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, uses: dict):
+        super().__init__()
+        self.uses = uses
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.name()  # "aten::add.Tensor"
+        if "::" in name and "." not in name.split("::", 1)[1]:
+            name += ".default"
+        use = self.uses.get(name)
+        if use is None:
+            use = self.uses[name] = OpUse(name)
+        use.calls += 1
+        shapes, dtypes, devices = _describe((args, kwargs))
+        if len(use.shapes) < 20 or shapes in use.shapes:
+            use.shapes[shapes] += 1
+        use.dtypes[dtypes] += 1
+        for d in devices:
+            use.devices[d] += 1
+        return func(*args, **kwargs)
+
+
+class OpReport:
+    """Context manager that records the ops run inside it; `ops` lists them, blockers first."""
+
+    def __init__(self):
+        self.uses: dict[str, OpUse] = {}
+        self._mode: _Recorder | None = None
+        self._stats_before: dict = {}
+
+    def __enter__(self) -> "OpReport":
+        self._stats_before = _op_stats()
+        self._mode = _Recorder(self.uses)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._mode.__exit__(*exc)
+        self._mode = None
+        self._judge(_op_stats())
+        return False
+
+    def _judge(self, stats_after: dict) -> None:
+        for name, use in self.uses.items():
+            before = self._stats_before.get(self._stats_key(name, stats_after), {})
+            after = stats_after.get(self._stats_key(name, stats_after), {})
+            delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+            observed = _observed_verdict(delta) if "npu" in use.devices else None
+            use.verdict, use.detail = observed or _static_verdict(name)
+
+    @staticmethod
+    def _stats_key(name: str, stats: dict) -> str:
+        # op_stats names the default overload without ".default"
+        return name[: -len(".default")] if name.endswith(".default") and name not in stats else name
+
+    @property
+    def ops(self) -> list[OpUse]:
+        return sorted(self.uses.values(), key=lambda u: (ORDER[u.verdict], -u.calls, u.op))
+
+    def summary(self) -> str:
+        by = Counter(u.verdict for u in self.uses.values())
+        calls = sum(u.calls for u in self.uses.values())
+        parts = [f"{by[v]} {v}" for v in sorted(by, key=ORDER.get)]
+        blockers = sum(1 for u in self.uses.values() if u.blocker)
+        return (f"{len(self.uses)} ops ({calls} calls): {', '.join(parts) or 'none'}; "
+                f"{blockers} would not run on a real NPU's op library")
+
+    def write(self, out_dir: str = "op_report", title: str = "Op-support report") -> dict:
+        from ._render import write_reports
+
+        return write_reports(self, out_dir, title)
+
+
+def _op_stats() -> dict:
+    try:
+        import torch_npu  # noqa: F401
+
+        return torch.npu.op_stats()
+    except (ImportError, AttributeError, RuntimeError):
+        return {}
