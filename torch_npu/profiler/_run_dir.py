@@ -7,6 +7,7 @@ import datetime
 import json
 import os
 import socket
+import tempfile
 
 import torch
 
@@ -22,22 +23,26 @@ def rank_id() -> int | None:
 
 
 def check_writable_dir(path: str, what: str) -> str:
-    """The absolute path of a directory that exists or can be created, and can be written; clear errors
+    """The absolute path of a directory, created if needed, that this process can write to; a clear error
     otherwise (raised when the handler is created, not after a long run)."""
     if not isinstance(path, (str, os.PathLike)) or not str(path):
         raise TypeError(f"{what} must be a directory path (str); got {path!r}")
     path = os.path.abspath(os.fspath(path))
-    probe = path
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    if not os.path.isdir(probe):
-        raise NotADirectoryError(f"{what} {path!r} cannot be created: {probe!r} is a file, not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise PermissionError(f"{what} {path!r} is not writable ({probe!r} denies write access); choose a "
-                              "directory you can write to")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(f"{what} {path!r} is a file, not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except (NotADirectoryError, FileExistsError):
+        raise NotADirectoryError(f"{what} {path!r} cannot be created: a parent of it is a file") from None
+    except OSError as e:
+        raise PermissionError(f"{what} {path!r} cannot be created ({e.strerror}); choose a directory you can "
+                              "write to") from None
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise PermissionError(f"{what} {path!r} is not writable ({e.strerror}); choose a directory you can "
+                              "write to") from None
     return path
 
 

@@ -69,10 +69,12 @@ def _static_verdict(op: str) -> tuple[str, str]:
 def _observed_verdict(counts: dict) -> tuple[str, str] | None:
     """How an op ran on npu (torch.npu.op_stats counters), if it did."""
     if counts.get("fallback"):
-        return CPU_FALLBACK, f"{counts['fallback']} call(s) through the CPU fallback"
-    generic = counts.get("generic", 0) + counts.get("generic_inline", 0)
-    if generic:
-        return GENERIC, f"{generic} call(s) through the generic executor"
+        return CPU_FALLBACK, f"{counts['fallback']} call(s) through the CPU fallback (strict mode)"
+    if counts.get("generic_inline"):
+        return CPU_FALLBACK, (f"{counts['generic_inline']} call(s) copied to the CPU and back synchronously "
+                              "(data-dependent output or no Meta kernel)")
+    if counts.get("generic"):
+        return GENERIC, f"{counts['generic']} call(s) through the generic executor"
     if counts.get("device_op"):
         return DEVICE_OP, f"{counts['device_op']} named device op launch(es)"
     return None
