@@ -10,6 +10,7 @@ TITLES = {
     "copies": "3. Copies",
     "training": "4. Training",
     "allocator": "5. Allocator",
+    "profiling": "6. Profiling overhead",
 }
 
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "run.py")
-SECTIONS = ("small_ops", "kernels", "copies", "training", "allocator")
-TITLES = ("Small-op host cost", "Large kernels", "Copies", "Training", "Allocator")
+SECTIONS = ("small_ops", "kernels", "copies", "training", "allocator", "profiling")
+TITLES = ("Small-op host cost", "Large kernels", "Copies", "Training", "Allocator", "Profiling overhead")
 
 
 def _run(out_dir, *extra):
