@@ -181,11 +181,13 @@ class Run:
                     stack[-1].children.append(op)
                 stack.append(op)
         by_id = {op.id: op for op in self.ops if op.id and not op.user_annotation and not op.python}
+        self.os_tid: dict[int, int] = {}  # the profiler's thread ids -> OS thread ids, learnt from launches
         for task in self.tasks:
             op = by_id.get(task.correlation)
             if op is not None:
                 task.op = op
                 op.tasks.append(task)
+                self.os_tid.setdefault(op.tid, task.launch_tid)
         # Steps: ProfilerStep#N spans on the host; a task belongs to the step it was launched in.
         self.steps = sorted((Step(int(o.name[len(STEP_PREFIX):]), o.start, o.end, o.tid)
                              for o in self.ops if o.is_step and o.name[len(STEP_PREFIX):].isdigit()),
@@ -195,6 +197,10 @@ class Run:
             i = bisect.bisect_right(starts, task.enqueue) - 1
             if i >= 0 and task.enqueue <= self.steps[i].end:
                 task.step = self.steps[i].id
+
+    def thread_name(self, tid: int) -> str:
+        os_tid = self.os_tid.get(tid, tid)
+        return self.thread_names.get(os_tid) or f"Thread {os_tid}"
 
     def step_of_time(self, ts: int) -> int | None:
         for s in self.steps:

@@ -59,7 +59,7 @@ def build(run: Run, level: str = "Level0") -> dict:
         meta(pid, "Python", 0)
         events.append({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": "CPU"}})
         for i, tid in enumerate(sorted({o.tid for o in run.ops})):
-            meta(pid, None, i, tid, run.thread_names.get(tid, f"Thread {tid}"))
+            meta(pid, None, i, tid, run.thread_name(tid))
     for op in run.ops:
         args = {"Correlation Id": op.id}
         if op.shapes:
@@ -76,7 +76,7 @@ def build(run: Run, level: str = "Level0") -> dict:
     if level in ("Level1", "Level2") and run.tasks:
         meta(CANN_PID, "CANN", 1)
         for i, tid in enumerate(sorted({t.launch_tid for t in run.tasks})):
-            meta(CANN_PID, None, i, tid, f"Thread {tid}")
+            meta(CANN_PID, None, i, tid, run.thread_names.get(tid) or f"Thread {tid}")
         for t in run.tasks:
             events.append({"ph": "X", "cat": "api", "name": api_name(t), "pid": CANN_PID, "tid": t.launch_tid,
                            "ts": ts(t.api_start), "dur": round(max(t.enqueue - t.api_start, 0) / 1000.0, 3),
