@@ -10,7 +10,6 @@ op launched); use_npu_simple=True keeps only the innermost ops in the table and 
 
 from __future__ import annotations
 
-import torch
 import torch.autograd.profiler as _autograd_profiler
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, _format_memory, _format_time, _format_time_share
@@ -70,7 +69,7 @@ class profile(_TorchProfile):
                 raise ValueError(f"use_npu=True profiles the npu device; it conflicts with use_device={device!r}")
             kwargs["use_device"] = "npu"
             kwargs.setdefault("use_kineto", True)  # device time from the tasks each op launched
-        self._npu_legacy = use_npu or device == "npu"
+        self._npu_legacy = use_npu  # the seed's table; use_device="npu" keeps PyTorch's
         self._npu_simple = use_npu_simple
         super().__init__(enabled, **kwargs)
 
@@ -99,7 +98,7 @@ class profile(_TorchProfile):
         return (header + "\n" + out) if header else out
 
     def __str__(self):
-        if self._npu_legacy and self.enabled and self.entered and self.kineto_results is not None:
+        if self._npu_legacy and self.enabled and getattr(self, "kineto_results", None) is not None:
             return self.table()
         return super().__str__()
 
@@ -110,7 +109,6 @@ class profile(_TorchProfile):
 
 
 def install() -> None:
-    """torch.autograd.profiler.profile (and torch.autograd.profile) accept the npu arguments."""
+    """torch.autograd.profiler.profile accepts the npu arguments (torch.profiler.profile builds on it too)."""
     if _autograd_profiler.profile is not profile:
         _autograd_profiler.profile = profile
-        torch.autograd.profile = profile

@@ -39,6 +39,7 @@ class _DynamicProfile:
         self.step_num = 0
         self.pending: dict | None = None  # parsed config waiting for its start step
         self.prof: profile | None = None
+        self.handler = None
         self.remaining = 0
         self.run_dirs: list[str] = []
 
