@@ -121,12 +121,13 @@ class NPUActivitySession final : public libkineto::IActivityProfilerSession {
         a.flow.type = libkineto::kLinkAsyncCpuGpu;
         a.flow.start = 0;
       }
+      // Quoted values only: addMetadata formats numbers with fmt, which the torch wheel does not export.
       a.addMetadataQuoted("kind", kindName(r.kind));
-      a.addMetadata("stream", r.stream_id);
-      a.addMetadata("correlation", r.correlation_id);
-      if (r.bytes != 0) a.addMetadata("bytes", r.bytes);
-      if (r.block_dim != 0) a.addMetadata("block dim", r.block_dim);
-      if (r.failed) a.addMetadata("failed", 1);
+      a.addMetadataQuoted("stream", std::to_string(r.stream_id));
+      a.addMetadataQuoted("correlation", std::to_string(r.correlation_id));
+      if (r.bytes != 0) a.addMetadataQuoted("bytes", std::to_string(r.bytes));
+      if (r.block_dim != 0) a.addMetadataQuoted("block dim", std::to_string(r.block_dim));
+      if (r.failed) a.addMetadataQuoted("failed", "true");
       a.log(logger);
     }
   }
