@@ -37,6 +37,7 @@ def test_cli_report_on_npu_has_each_verdict_blockers_first(tmp_path):
     assert "done" in proc.stdout and "ops (" in proc.stdout
     rows, order = _csv(out / "op_report.csv")
     assert rows["aten::add.Tensor"]["Verdict"] == "named device op"
+    assert rows["aten::add.Tensor"]["Detail"] == "aclnnAdd"
     assert rows["aten::special_i0e.default"]["Verdict"] == "generic executor"
     assert rows["aten::nonzero.default"]["Verdict"] == "CPU fallback"
     assert rows["aten::add.Tensor"]["Calls"] == "1" and "[16]" in rows["aten::add.Tensor"]["Input shapes (most common)"]

@@ -222,14 +222,14 @@ def test_blocking_launch_device_time_within_host_span_and_two_ranks(tmp_path, ru
         raw = json.load(open(tmp_path / d / "FRAMEWORK" / "host_events.json"))
         dev = json.load(open(tmp_path / d / "FRAMEWORK" / "device_activities.json"))
         ops = {o["id"]: o for o in raw["ops"]}
-        mm = [o for o in raw["ops"] if o["name"] == "aten::mm"][0]
-        tasks = [r for r in dev["records"] if r[3] == mm["id"]]
-        assert tasks, "the matmul's device task carries its correlation id"
+        mms = {o["id"]: o for o in raw["ops"] if o["name"] == "aten::mm"}  # nested: each dispatch level
+        tasks = [r for r in dev["records"] if r[3] in mms]
+        assert tasks, "the matmul's device task carries its (innermost) op's correlation id"
         slack = 20_000  # ns: the host profiler's clock is an approximation of the same clock
         for r in tasks:
-            start, end = r[7], r[8]
-            assert mm["start"] - slack <= start <= end <= mm["end"] + slack
-            assert r[6] <= start  # enqueued before it ran
+            mm, start, end = mms[r[3]], r[7], r[8]
+            assert r[14].startswith("aclnn")
+            assert mm["start"] - slack <= r[6] <= start <= end <= mm["end"] + slack
         assert all(r[3] in ops or r[3] == 0 for r in dev["records"])
 
 

@@ -22,10 +22,8 @@ def _walk(nodes):
         stack.extend(node.children)
 
 
-def _device_name(device_type) -> str:
-    if device_type == torch.autograd.DeviceType.PrivateUse1:
-        return "npu"
-    return str(device_type).rsplit(".", 1)[-1].lower()
+def _device_name(device: torch.device) -> str:
+    return "npu" if device.type == "npu" else device.type
 
 
 def host_data(prof, with_memory: bool) -> dict:
@@ -54,8 +52,8 @@ def host_data(prof, with_memory: bool) -> dict:
                 parent = parent.parent
             memory.append({"ts": node.start_time_ns, "ptr": f.ptr, "bytes": f.alloc_size,
                            "total_allocated": f.total_allocated, "total_reserved": f.total_reserved,
-                           "device_type": _device_name(f.device_type),
-                           "device": f.device_index, "op": parent.name if parent is not None else ""})
+                           "device_type": _device_name(f.device), "device": f.device.index or 0,
+                           "op": parent.name if parent is not None else ""})
     threads = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
     return {"pid": os.getpid(), "trace_start_ns": result.trace_start_ns(), "ops": ops, "memory": memory,
             "threads": {str(k): v for k, v in threads.items()}}

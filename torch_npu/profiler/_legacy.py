@@ -104,8 +104,24 @@ class profile(_TorchProfile):
 
     def export_chrome_trace(self, path, metadata=None, use_python_export=False):
         if self._npu_simple and self.enabled:
-            return self._simple_events().export_chrome_trace(path)
+            return self._export_simple(path)
         return super().export_chrome_trace(path, metadata, use_python_export)
+
+    def _export_simple(self, path) -> None:
+        """torch_npu's trace view of the innermost ops and the device tasks they launched."""
+        from torch_npu import _C
+
+        from . import _collect
+        from .analysis import _trace_view
+        from .analysis._model import Run
+
+        host = _collect.host_data(self, with_memory=False)
+        device = {"records": [list(r) for r in _C._profiler_activities()] if self.use_device == "npu" else []}
+        leaves = {op.id for op in Run(host, device).ops if not op.children and not op.user_annotation
+                  and not op.python}
+        host["ops"] = [o for o in host["ops"] if o["id"] in leaves]
+        device["records"] = [r for r in device["records"] if r[3] in leaves]
+        _trace_view.write(Run(host, device), path)
 
 
 def install() -> None:

@@ -17,6 +17,7 @@ import warnings
 from . import _run_dir
 from .experimental_config import _ExperimentalConfig
 from .profiler import ProfilerActivity, profile, tensorboard_trace_handler
+from .scheduler import Schedule
 
 __all__ = ["init", "step", "start"]
 
@@ -108,8 +109,11 @@ class _DynamicProfile:
 
     def _begin(self, cfg: dict) -> None:
         handler = tensorboard_trace_handler(cfg["prof_dir"], analyse_flag=cfg["analyse"])
-        self.prof = profile(activities=cfg["activities"], on_trace_ready=handler,
-                            experimental_config=cfg["experimental_config"], **cfg["kwargs"])
+        with warnings.catch_warnings():  # no warm-up: the job is already warm
+            warnings.filterwarnings("ignore", message=".*warmup.*")
+            self.prof = profile(activities=cfg["activities"], on_trace_ready=handler,
+                                schedule=Schedule(wait=0, active=cfg["active"], repeat=1),
+                                experimental_config=cfg["experimental_config"], **cfg["kwargs"])
         for key, value in cfg["metadata"].items():
             self.prof.add_metadata_json(str(key), json.dumps(value))
         self.handler = handler
@@ -126,11 +130,10 @@ class _DynamicProfile:
             raise RuntimeError("dynamic_profile.step() before dynamic_profile.init(path)")
         self.step_num += 1
         if self.prof is not None:
+            self.prof.step()  # the window's last step hands the trace to the handler
             self.remaining -= 1
             if self.remaining == 0:
                 self._finish()
-            else:
-                self.prof.step()
             return
         self._poll()
         if self.pending is not None and self.step_num >= self.pending["start_step"]:

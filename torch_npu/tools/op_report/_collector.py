@@ -37,47 +37,75 @@ class OpUse:
     devices: Counter = field(default_factory=Counter)
     verdict: str = UNKNOWN
     detail: str = ""
+    observed: tuple | None = None  # (verdict, detail) of the calls that ran on npu
 
     @property
     def blocker(self) -> bool:
         return self.verdict in (CPU_FALLBACK, GENERIC)
 
 
+def _registry_name(op: str) -> str:
+    """The dispatcher's name of an op: "aten::relu.default" -> "aten::relu"."""
+    return op[: -len(".default")] if op.endswith(".default") else op
+
+
 def _static_verdict(op: str) -> tuple[str, str]:
     """How an op would run on npu, from the dispatcher registry of this build."""
+    name = _registry_name(op)
     try:
         from torch_npu.utils import op_support
     except ImportError:
         op_support = None
     if op_support is not None:
-        v = op_support.verdict(op)
+        v = op_support.verdict(name)
         mapping = {op_support.DEVICE_OP: DEVICE_OP, op_support.GENERIC: GENERIC, op_support.UNKNOWN: UNKNOWN}
         return mapping.get(v.verdict, NPU_KERNEL), (v.device_op or v.description)
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     try:
-        if has(op, "PrivateUse1"):
+        if has(name, "PrivateUse1"):
             return NPU_KERNEL, "registered npu kernel"
-        if has(op, "CPU"):
+        out = name.split(".", 1)[0].rstrip("_") + ".out"
+        if name != out and has(out, "PrivateUse1"):
+            return NPU_KERNEL, f"runs through the npu kernel of {out}"
+        if has(name, "CPU"):
             return GENERIC, "no npu kernel: generic executor"
-        if has(op, "CompositeImplicitAutograd") or has(op, "CompositeExplicitAutograd"):
+        if any(has(name, k) for k in ("CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                                      "CompositeExplicitAutogradNonFunctional")):
             return NPU_KERNEL, "built from other ops"
     except RuntimeError:
         pass
     return UNKNOWN, ""
 
 
-def _observed_verdict(counts: dict) -> tuple[str, str] | None:
-    """How an op ran on npu (torch.npu.op_stats counters), if it did."""
-    if counts.get("fallback"):
-        return CPU_FALLBACK, f"{counts['fallback']} call(s) through the CPU fallback (strict mode)"
-    if counts.get("generic_inline"):
-        return CPU_FALLBACK, (f"{counts['generic_inline']} call(s) copied to the CPU and back synchronously "
-                              "(data-dependent output or no Meta kernel)")
-    if counts.get("generic"):
-        return GENERIC, f"{counts['generic']} call(s) through the generic executor"
-    if counts.get("device_op"):
-        return DEVICE_OP, f"{counts['device_op']} named device op launch(es)"
-    return None
+def _observed_verdict(delta: dict) -> tuple[str, str] | None:
+    """How one call ran on npu, from the torch.npu.op_stats counters it moved."""
+    paths = {k: {p: n for p, n in v.items() if n} for k, v in delta.items()}
+    fallback = sum(v.get("fallback", 0) + v.get("generic_inline", 0) for v in paths.values())
+    if fallback:
+        return CPU_FALLBACK, "copied to the CPU and back synchronously (data-dependent output, no Meta kernel " \
+                             "or strict mode)"
+    generic = [k for k, v in paths.items() if v.get("generic")]
+    if generic:
+        return GENERIC, f"generic executor ({', '.join(sorted(generic))})"
+    device = [k for k, v in paths.items() if v.get("device_op")]
+    if device:
+        return DEVICE_OP, ", ".join(sorted(device))
+    return NPU_KERNEL, "npu kernel (no device op, no host task)"
+
+
+def _delta(before: dict, after: dict) -> dict:
+    out = {}
+    for k, v in after.items():
+        b = before.get(k, {})
+        d = {p: n - b.get(p, 0) for p, n in v.items() if n != b.get(p, 0)}
+        if d:
+            out[k] = d
+    return out
+
+
+def _creates_on_npu(kwargs) -> bool:
+    device = kwargs.get("device")
+    return device is not None and torch.device(device).type == "npu"
 
 
 def _describe(args) -> tuple[str, str, set]:
@@ -103,12 +131,22 @@ class _Recorder(TorchDispatchMode):
             use = self.uses[name] = OpUse(name)
         use.calls += 1
         shapes, dtypes, devices = _describe((args, kwargs))
+        if _creates_on_npu(kwargs):
+            devices.add("npu")
         if len(use.shapes) < 20 or shapes in use.shapes:
             use.shapes[shapes] += 1
         use.dtypes[dtypes] += 1
         for d in devices:
             use.devices[d] += 1
-        return func(*args, **kwargs)
+        if "npu" not in devices:
+            return func(*args, **kwargs)
+        before = _op_stats()
+        result = func(*args, **kwargs)
+        verdict = _observed_verdict(_delta(before, _op_stats()))
+        # The worst way any call of the op ran is its verdict.
+        if use.observed is None or ORDER[verdict[0]] < ORDER[use.observed[0]]:
+            use.observed = verdict
+        return result
 
 
 class OpReport:
@@ -117,10 +155,8 @@ class OpReport:
     def __init__(self):
         self.uses: dict[str, OpUse] = {}
         self._mode: _Recorder | None = None
-        self._stats_before: dict = {}
 
     def __enter__(self) -> "OpReport":
-        self._stats_before = _op_stats()
         self._mode = _Recorder(self.uses)
         self._mode.__enter__()
         return self
@@ -128,21 +164,12 @@ class OpReport:
     def __exit__(self, *exc) -> bool:
         self._mode.__exit__(*exc)
         self._mode = None
-        self._judge(_op_stats())
+        self._judge()
         return False
 
-    def _judge(self, stats_after: dict) -> None:
+    def _judge(self) -> None:
         for name, use in self.uses.items():
-            before = self._stats_before.get(self._stats_key(name, stats_after), {})
-            after = stats_after.get(self._stats_key(name, stats_after), {})
-            delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-            observed = _observed_verdict(delta) if "npu" in use.devices else None
-            use.verdict, use.detail = observed or _static_verdict(name)
-
-    @staticmethod
-    def _stats_key(name: str, stats: dict) -> str:
-        # op_stats names the default overload without ".default"
-        return name[: -len(".default")] if name.endswith(".default") and name not in stats else name
+            use.verdict, use.detail = use.observed or _static_verdict(name)
 
     @property
     def ops(self) -> list[OpUse]:
