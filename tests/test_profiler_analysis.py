@@ -139,3 +139,15 @@ def test_db_export_and_bad_paths(run_dir, tmp_path_factory):
     empty = tmp_path_factory.mktemp("empty")
     with pytest.raises(FileNotFoundError, match="not a torch_npu profiling run"):
         analysis.export(str(empty))
+
+
+def test_render_draws_the_trace(run_dir, tmp_path_factory):
+    from torch_npu.profiler.render import render
+
+    out = analysis.export(str(run_dir))
+    png = str(tmp_path_factory.mktemp("png") / "trace.png")
+    assert render(os.path.join(out, "trace_view.json"), png, step=4) == png
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="no ProfilerStep#9"):
+        render(os.path.join(out, "trace_view.json"), png, step=9)

@@ -53,8 +53,11 @@ def render(trace_path: str, out_path: str, step: int | None = None, width: float
         if not marks:
             raise ValueError(f"{trace_path} has no ProfilerStep#{step}")
         lo, hi = marks[0]["ts"], marks[0]["ts"] + marks[0]["dur"]
-        tasks_after = [e["ts"] + e["dur"] for e in slices if e.get("cat") == "npu_task" and lo <= e["ts"] <= hi * 1.0]
-        hi = max([hi] + tasks_after)
+        # The step's device work may run after its host side: follow the launches made inside the step.
+        launched = {e["id"] for e in events if e.get("ph") == "s" and lo <= e["ts"] <= hi}
+        ends = {(e["pid"], e["tid"], e["ts"]) for e in events if e.get("ph") == "f" and e["id"] in launched}
+        step_tasks = [e for e in slices if (e["pid"], e["tid"], e["ts"]) in ends]
+        hi = max([hi] + [e["ts"] + e["dur"] for e in step_tasks])
     shown = [e for e in slices if e["ts"] + e["dur"] >= lo and e["ts"] <= hi]
     rows = sorted({(e["pid"], e["tid"]) for e in shown},
                   key=lambda k: (proc_sort.get(k[0], 0), k[0], thread_sort.get(k, 0), k[1]))
