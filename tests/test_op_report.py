@@ -62,6 +62,19 @@ def test_context_manager_on_cpu_uses_the_registry(tmp_path):
     assert report.summary().startswith(f"{len(verdicts)} ops (")
 
 
+def test_context_manager_folds_tensor_lists_and_skips_profiler_ranges():
+    with OpReport() as report:
+        with torch.autograd.profiler.record_function("data"):
+            batch = torch.stack([torch.randn(3, 4) for _ in range(5)])
+        torch.select(batch, 0, 1)
+    uses = {u.op: u for u in report.ops}
+    assert not [op for op in uses if op.startswith("profiler::")], "record_function ranges are not ops"
+    assert list(uses["aten::stack.default"].shapes) == ["[3, 4] x5"]
+    assert list(uses["aten::stack.default"].dtypes) == ["float32 x5"]
+    # A composite op the registry names through a guessed .out overload that does not exist.
+    assert uses["aten::select.int"].verdict == "npu kernel"
+
+
 def test_bad_command_lines(tmp_path):
     run = lambda *a: subprocess.run([sys.executable, "-m", "torch_npu.tools.op_report", *a], cwd=tmp_path,
                                     capture_output=True, text=True, timeout=120)

@@ -60,20 +60,22 @@ def _static_verdict(op: str) -> tuple[str, str]:
         v = op_support.verdict(name)
         mapping = {op_support.DEVICE_OP: DEVICE_OP, op_support.GENERIC: GENERIC, op_support.UNKNOWN: UNKNOWN}
         return mapping.get(v.verdict, NPU_KERNEL), (v.device_op or v.description)
-    has = torch._C._dispatch_has_kernel_for_dispatch_key
-    try:
-        if has(name, "PrivateUse1"):
-            return NPU_KERNEL, "registered npu kernel"
-        out = name.split(".", 1)[0].rstrip("_") + ".out"
-        if name != out and has(out, "PrivateUse1"):
-            return NPU_KERNEL, f"runs through the npu kernel of {out}"
-        if has(name, "CPU"):
-            return GENERIC, "no npu kernel: generic executor"
-        if any(has(name, k) for k in ("CompositeImplicitAutograd", "CompositeExplicitAutograd",
-                                      "CompositeExplicitAutogradNonFunctional")):
-            return NPU_KERNEL, "built from other ops"
-    except RuntimeError:
-        pass
+    def has(op: str, key: str) -> bool:
+        try:
+            return torch._C._dispatch_has_kernel_for_dispatch_key(op, key)
+        except RuntimeError:  # no such operator (e.g. the guessed .out overload)
+            return False
+
+    if has(name, "PrivateUse1"):
+        return NPU_KERNEL, "registered npu kernel"
+    out = name.split(".", 1)[0].rstrip("_") + ".out"
+    if name != out and has(out, "PrivateUse1"):
+        return NPU_KERNEL, f"runs through the npu kernel of {out}"
+    if has(name, "CPU"):
+        return GENERIC, "no npu kernel: generic executor"
+    if any(has(name, k) for k in ("CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                                  "CompositeExplicitAutogradNonFunctional")):
+        return NPU_KERNEL, "built from other ops"
     return UNKNOWN, ""
 
 
@@ -108,12 +110,26 @@ def _creates_on_npu(kwargs) -> bool:
     return device is not None and torch.device(device).type == "npu"
 
 
+def _runs(items: list[str]) -> str:
+    """Joins per-tensor entries, folding a run of equal ones: "[3, 32, 32] x16" for a stack of 16 images."""
+    out = []
+    for item in items:
+        if out and out[-1][0] == item:
+            out[-1][1] += 1
+        else:
+            out.append([item, 1])
+    return "; ".join(item if n == 1 else f"{item} x{n}" for item, n in out)
+
+
 def _describe(args) -> tuple[str, str, set]:
     flat, _ = tree_flatten(args)
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-    shapes = "; ".join(str(list(t.shape)) for t in tensors)
-    dtypes = "; ".join(str(t.dtype).replace("torch.", "") for t in tensors)
+    shapes = _runs([str(list(t.shape)) for t in tensors])
+    dtypes = _runs([str(t.dtype).replace("torch.", "") for t in tensors])
     return shapes, dtypes, {t.device.type for t in tensors}
+
+
+_BOOKKEEPING = ("profiler::",)
 
 
 class _Recorder(TorchDispatchMode):
@@ -124,6 +140,8 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.name()  # "aten::add.Tensor"
+        if name.startswith(_BOOKKEEPING):  # record_function ranges: not ops a device runs
+            return func(*args, **(kwargs or {}))
         if "::" in name and "." not in name.split("::", 1)[1]:
             name += ".default"
         use = self.uses.get(name)
