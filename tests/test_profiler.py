@@ -69,6 +69,38 @@ def test_autograd_profiler_use_device_npu_both_modes():
         assert mm.device_time_total > 0, f"use_kineto={kineto}"
 
 
+def test_transdata_launches_show_up_in_the_profilers(tmp_path):
+    """Format conversions are device work users look for (and remove): each TransData is a device task of
+    its own in torch.profiler's tables, in kernel_details.csv / op_statistic.csv and in torch.npu.op_stats."""
+    x = torch.randn(2, 20, 4, 4, device="npu")
+    before = torch.npu.op_stats().get("aclnnTransData", {}).get("device_op", 0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+        y = torch_npu.npu_format_cast(x, 3)  # NCHW -> NC1HWC0
+        back = torch_npu.npu_format_cast(y, 0)  # and back to NCHW
+        torch.npu.synchronize()
+    assert torch_npu.get_npu_format(y) == 3
+    torch.testing.assert_close(back.cpu(), x.cpu())
+    assert torch.npu.op_stats()["aclnnTransData"]["device_op"] - before == 2
+    device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1
+              and e.name == "aclnnTransData"]
+    assert len(device) == 2 and all(e.time_range.end > e.time_range.start for e in device)
+    cast = [e for e in prof.key_averages() if e.key == "npu::npu_format_cast"]
+    assert cast and cast[0].device_time_total > 0, "the cast op owns its TransData's device time"
+
+    handler = torch_npu.profiler.tensorboard_trace_handler(str(tmp_path / "prof"))
+    with torch_npu.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU],
+                                    on_trace_ready=handler, record_shapes=True):
+        torch_npu.npu_format_cast(x, 3)
+    out = os.path.join(handler.run_dirs[0], "ASCEND_PROFILER_OUTPUT")
+    header, kernels = _read_csv(os.path.join(out, "kernel_details.csv"))
+    trans = [r for r in kernels if r[header.index("Name")] == "aclnnTransData"]
+    assert len(trans) == 1 and trans[0][header.index("Type")] == "TransData"
+    assert trans[0][header.index("Input Shapes")] == "2,20,4,4"
+    header, stats = _read_csv(os.path.join(out, "op_statistic.csv"))
+    assert [r[2] for r in stats if r[0] == "TransData"] == ["1"]
+
+
 @pytest.fixture
 def run_dirs(tmp_path):
     """A profiled training loop: schedule(wait=1, warmup=1, active=2, repeat=2) with memory and shapes."""
