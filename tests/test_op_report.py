@@ -35,6 +35,7 @@ def test_cli_report_on_npu_has_each_verdict_blockers_first(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "done" in proc.stdout and "ops (" in proc.stdout
+    assert "2 would not run on a real NPU's op library (2 of them called on npu tensors in this run)" in proc.stdout
     rows, order = _csv(out / "op_report.csv")
     assert rows["aten::add.Tensor"]["Verdict"] == "named device op"
     assert rows["aten::add.Tensor"]["Detail"] == "aclnnAdd"
@@ -71,6 +72,11 @@ def test_context_manager_folds_tensor_lists_and_skips_profiler_ranges():
     assert not [op for op in uses if op.startswith("profiler::")], "record_function ranges are not ops"
     assert list(uses["aten::stack.default"].shapes) == ["[3, 4] x5"]
     assert list(uses["aten::stack.default"].dtypes) == ["float32 x5"]
+    assert uses["aten::stack.default"].detail == "ran on cpu only; on npu: built from other ops"
+    with OpReport() as report:
+        torch._foreach_add([torch.ones(i + 1) for i in range(10)], 1.0)
+    (shapes,) = list({u.op: u for u in report.ops}["aten::_foreach_add.Scalar"].shapes)
+    assert shapes == "[1]; [2]; [3]; [4]; [5]; ... (10 tensors)"
     # A composite op the registry names through a guessed .out overload that does not exist.
     assert uses["aten::select.int"].verdict == "npu kernel"
 

@@ -110,6 +110,9 @@ def _creates_on_npu(kwargs) -> bool:
     return device is not None and torch.device(device).type == "npu"
 
 
+_MAX_PARTS = 6
+
+
 def _runs(items: list[str]) -> str:
     """Joins per-tensor entries, folding a run of equal ones: "[3, 32, 32] x16" for a stack of 16 images."""
     out = []
@@ -118,7 +121,10 @@ def _runs(items: list[str]) -> str:
             out[-1][1] += 1
         else:
             out.append([item, 1])
-    return "; ".join(item if n == 1 else f"{item} x{n}" for item, n in out)
+    parts = [item if n == 1 else f"{item} x{n}" for item, n in out]
+    if len(parts) > _MAX_PARTS:  # a tensor list (_foreach_*, cat of many): its head and its length
+        parts = parts[:_MAX_PARTS - 1] + [f"... ({len(items)} tensors)"]
+    return "; ".join(parts)
 
 
 def _describe(args) -> tuple[str, str, set]:
@@ -187,19 +193,27 @@ class OpReport:
 
     def _judge(self) -> None:
         for name, use in self.uses.items():
-            use.verdict, use.detail = use.observed or _static_verdict(name)
+            if use.observed is not None:
+                use.verdict, use.detail = use.observed
+            else:
+                use.verdict, detail = _static_verdict(name)
+                where = "/".join(sorted(use.devices))
+                use.detail = f"ran on {where} only; on npu: {detail}" if where and detail else detail
 
     @property
     def ops(self) -> list[OpUse]:
-        return sorted(self.uses.values(), key=lambda u: (ORDER[u.verdict], -u.calls, u.op))
+        # Within a verdict, the ops this run called on npu come first: those are the ones to fix.
+        return sorted(self.uses.values(), key=lambda u: (ORDER[u.verdict], u.observed is None, -u.calls, u.op))
 
     def summary(self) -> str:
         by = Counter(u.verdict for u in self.uses.values())
         calls = sum(u.calls for u in self.uses.values())
         parts = [f"{by[v]} {v}" for v in sorted(by, key=ORDER.get)]
-        blockers = sum(1 for u in self.uses.values() if u.blocker)
+        blockers = [u for u in self.uses.values() if u.blocker]
+        on_npu = sum(1 for u in blockers if u.observed is not None)
         return (f"{len(self.uses)} ops ({calls} calls): {', '.join(parts) or 'none'}; "
-                f"{blockers} would not run on a real NPU's op library")
+                f"{len(blockers)} would not run on a real NPU's op library ({on_npu} of them called on npu "
+                f"tensors in this run)")
 
     def write(self, out_dir: str = "op_report", title: str = "Op-support report") -> dict:
         from ._render import write_reports
