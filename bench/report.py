@@ -11,6 +11,7 @@ TITLES = {
     "training": "4. Training",
     "allocator": "5. Allocator",
     "distributed": "6. Distributed (hccl)",
+    "profiling": "7. Profiling overhead",
 }
 
 

@@ -96,3 +96,14 @@ def _install_onnx_support() -> None:
 _install_onnx_support()
 
 from torch_npu import distributed  # noqa: E402  (registers the hccl backend of torch.distributed)
+
+
+def _install_profiler_support() -> None:
+    """torch_npu.profiler, and the npu arguments of torch.autograd.profiler.profile (use_npu=True, ...)."""
+    from torch_npu import profiler  # noqa: F401
+    from torch_npu.profiler._legacy import install
+
+    install()
+
+
+_install_profiler_support()

@@ -60,7 +60,9 @@ class DeviceCachingAllocator {
       stats_.num_ooms++;
       throwOutOfMemory(request);
     }
-    return splitAndActivate(block, pool, size, request);
+    block = splitAndActivate(block, pool, size, request);
+    reportToProfiler(block, static_cast<int64_t>(block->size));
+    return block;
   }
 
   void free(Block* block) {
@@ -71,6 +73,7 @@ class DeviceCachingAllocator {
       stats_.allocated_bytes[static_cast<size_t>(t)].decrease(block->size);
       stats_.requested_bytes[static_cast<size_t>(t)].decrease(block->requested);
     });
+    reportToProfiler(block, -static_cast<int64_t>(block->size));
     if (!block->stream_uses.empty()) {
       // Another stream may still read the block: reuse it only once that stream passes this point.
       for (nrtStream_t s : block->stream_uses) {
@@ -216,6 +219,13 @@ class DeviceCachingAllocator {
   }
 
   // Returns a no-longer-used block to its pool, merging it with free neighbours.
+  // Allocation events for torch.profiler's profile_memory (memory views, NPU Mem columns).
+  void reportToProfiler(const Block* block, int64_t delta) {
+    c10::reportMemoryUsageToProfiler(block->ptr, delta, stats_.allocated_bytes[0].current,
+                                     stats_.reserved_bytes[0].current,
+                                     c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
+  }
+
   void freeBlock(Block* block) {
     BlockPool& pool = *block->pool;
     const size_t original = block->size;

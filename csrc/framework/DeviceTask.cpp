@@ -4,6 +4,8 @@
 #include <atomic>
 #include <memory>
 
+#include <npu/activity.h>
+
 #include "csrc/core/NPUException.h"
 #include "csrc/framework/ExecutionPolicy.h"
 
@@ -11,6 +13,7 @@ namespace at_npu::native {
 namespace {
 
 std::atomic<LaunchSiteProvider> site_provider{nullptr};
+thread_local int64_t t_collective_bytes = -1;  // >= 0 inside a CollectiveActivityScope
 
 struct Task {
   std::string what;
@@ -44,6 +47,12 @@ int runQueuedTask(void* data) {
 
 }  // namespace
 
+CollectiveActivityScope::CollectiveActivityScope(uint64_t bytes) : previous_(t_collective_bytes) {
+  t_collective_bytes = static_cast<int64_t>(bytes);
+}
+
+CollectiveActivityScope::~CollectiveActivityScope() { t_collective_bytes = previous_; }
+
 void setLaunchSiteProvider(LaunchSiteProvider provider) { site_provider.store(provider); }
 
 std::string currentLaunchSite() {
@@ -60,6 +69,11 @@ void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::f
     std::string error = task->run();
     if (!error.empty()) c10_npu::throwTaskError(error, __FILE__, __LINE__);
     return;
+  }
+  if (nrtActivityIsEnabled()) {
+    const bool collective = t_collective_bytes >= 0;
+    nrtActivityLabelNextTask(collective ? NRT_ACTIVITY_COLLECTIVE : NRT_ACTIVITY_HOST_TASK, task->what.c_str(),
+                             collective ? static_cast<uint64_t>(t_collective_bytes) : 0);
   }
   NPU_CHECK(nrtLaunchHostFunc(stream.handle(), &runQueuedTask, task.get()));
   task.release();  // owned by the stream until it runs

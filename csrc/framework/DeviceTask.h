@@ -3,6 +3,7 @@
 // line that launched it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -14,6 +15,19 @@ namespace at_npu::native {
 // site, is raised by the next synchronising call (or right away under TASK_QUEUE_ENABLE=0 /
 // ASCEND_LAUNCH_BLOCKING=1).
 void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::function<void()> fn);
+
+// While alive, device tasks this thread launches are recorded by profilers as a collective (or
+// point-to-point transfer) moving `bytes` (kernel_details' HCCL rows, communication.json).
+class CollectiveActivityScope {
+ public:
+  explicit CollectiveActivityScope(uint64_t bytes);
+  ~CollectiveActivityScope();
+  CollectiveActivityScope(const CollectiveActivityScope&) = delete;
+  CollectiveActivityScope& operator=(const CollectiveActivityScope&) = delete;
+
+ private:
+  int64_t previous_;
+};
 
 // Where the current op was launched from ("file.py:12"); installed by the Python bindings.
 using LaunchSiteProvider = std::string (*)();

@@ -14,6 +14,7 @@
 #include "csrc/python/Distributed.h"
 #include "csrc/python/FormatBindings.h"
 #include "csrc/python/LaunchSite.h"
+#include "csrc/python/ProfilerBindings.h"
 
 namespace py = pybind11;
 
@@ -21,6 +22,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
   torch_npu::python::initDistributedBindings(m);
+  torch_npu::python::initProfilerBindings(m);
   torch_npu::python::initFormatBindings(m);
   m.def("_op_stats", [] {
     py::dict out;

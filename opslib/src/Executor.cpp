@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "Error.h"
+#include "npu/activity.h"
 
 namespace npu::opslib {
 namespace {
@@ -104,6 +105,7 @@ aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize, aclOpEx
     owned->launch_tag = npu::opslib::LaunchTag();
     owned->workspace = workspace;
     owned->workspace_size = workspaceSize;
+    if (nrtActivityIsEnabled()) nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, owned->op_name.c_str(), 0);
     const nrtError_t error = nrtLaunchHostFunc(stream, &npu::opslib::RunExecutor, owned.get());
     if (error != NRT_SUCCESS) {
       return NOP_FAIL(ACLNN_ERR_RUNTIME_ERROR, owned->op_name, ": the runtime refused the launch (",

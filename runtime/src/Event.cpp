@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "Activity.h"
 #include "Error.h"
 #include "Runtime.h"
 #include "Stream.h"
@@ -101,6 +102,9 @@ nrtError_t nrtEventRecord(nrtEvent_t event, nrtStream_t stream) {
       return error;
     }
     auto record = std::make_shared<EventRecord>(found_stream);
+    if (npu::runtime::activity::Active()) {
+      npu::runtime::activity::EventRecorded(found_stream->id(), found_stream->device(), record);
+    }
     if (nrtError_t error = found_stream->EnqueueMarker(record)) return error;
     found_event->set_latest(std::move(record));
     return NRT_SUCCESS;
@@ -172,6 +176,7 @@ nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event) {
     if (nrtError_t error = rt.events().Resolve(event, &found_event)) return error;
     std::shared_ptr<EventRecord> record = found_event->latest();
     if (!record || record->done()) return NRT_SUCCESS;
+    if (npu::runtime::activity::Active()) npu::runtime::activity::LabelTask(NRT_ACTIVITY_EVENT_WAIT, nullptr);
     return found_stream->Enqueue([record = std::move(record)] {
       record->Wait();
       return 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "Activity.h"
 #include "CorePool.h"
 #include "Error.h"
 #include "Runtime.h"
@@ -151,6 +152,7 @@ nrtError_t nrtLaunchKernel(const char* name, uint32_t blockDim, nrtStream_t stre
   });
   if (error != NRT_SUCCESS) return error;
   KernelTask* queued = task.release();
+  if (activity::Active()) activity::LabelNextHostFunc(NRT_ACTIVITY_KERNEL, name, 0, blockDim);
   const nrtError_t launched = nrtLaunchHostFunc(stream, &RunKernelTask, queued);
   if (launched != NRT_SUCCESS) delete queued;  // never queued: release the arguments here
   return launched;

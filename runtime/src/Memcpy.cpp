@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "Activity.h"
 #include "DeviceMemory.h"
 #include "Error.h"
 #include "Log.h"
@@ -117,8 +118,12 @@ nrtError_t nrtMemcpy(void* dst, const void* src, size_t count, nrtMemcpyKind kin
       return error;
     }
     if (count == 0) return NRT_SUCCESS;
+    const uint64_t start = npu::runtime::activity::Active() ? npu::runtime::activity::Now() : 0;
     // memmove: a device-to-device copy may stay within one allocation and overlap.
     std::memmove(dst, src, count);
+    if (start != 0) {
+      npu::runtime::activity::CopyRan(rt.current_device(), count, kind, start, npu::runtime::activity::Now());
+    }
     NPU_RT_LOG(kDebug, "nrtMemcpy copied ", count, " bytes ", src, " -> ", dst, " (",
                npu::runtime::KindName(kind), ")");
     return NRT_SUCCESS;
@@ -137,6 +142,9 @@ nrtError_t nrtMemcpyAsync(void* dst, const void* src, size_t count, nrtMemcpyKin
     if (count == 0) return NRT_SUCCESS;
     NPU_RT_LOG(kDebug, "nrtMemcpyAsync queued ", count, " bytes ", src, " -> ", dst, " (",
                npu::runtime::KindName(kind), ") on ", found->name());
+    if (npu::runtime::activity::Active()) {
+      npu::runtime::activity::LabelTask(NRT_ACTIVITY_MEMCPY, nullptr, count, kind);
+    }
     return found->Enqueue([dst, src, count] {
       std::memmove(dst, src, count);
       return 0;
@@ -156,6 +164,7 @@ nrtError_t nrtMemsetAsync(void* dst, int value, size_t count, nrtStream_t stream
     }
     NPU_RT_LOG(kDebug, "nrtMemsetAsync queued ", count, " bytes at ", dst, " to ", value, " on ",
                found->name());
+    if (npu::runtime::activity::Active()) npu::runtime::activity::LabelTask(NRT_ACTIVITY_MEMSET, nullptr, count);
     return found->Enqueue([dst, value, count] {
       std::memset(dst, value, count);
       return 0;

@@ -8,6 +8,7 @@
 #include <exception>
 #include <utility>
 
+#include "Activity.h"
 #include "Device.h"
 #include "Event.h"
 #include "Error.h"
@@ -69,6 +70,8 @@ nrtError_t Stream::Enqueue(Task task) {
       return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, name(),
                          " is being destroyed and accepts no more work");
     }
+    // Activity hook, before the worker can see the task: one relaxed load when recording is off.
+    if (activity::Active()) activity::TaskEnqueued(id_, device_, enqueued_);
     queue_.push_back(std::move(task));
     ++enqueued_;
     enqueued_hint_.store(enqueued_, std::memory_order_release);
@@ -165,9 +168,13 @@ void Stream::Run() {
     if (queue_.empty()) return;  // stopping, and everything enqueued has run
     Task task = std::move(queue_.front());
     queue_.pop_front();
+    const uint64_t index = completed_;  // tasks run one at a time, in enqueue order
     lock.unlock();
+    // Activity hook: one relaxed load when recording is off.
+    const bool recorded = activity::Active() && activity::TaskStarting(id_, index);
     std::optional<std::string> failure = RunTask(task);
     task = nullptr;  // release captures before a synchronising caller can observe completion
+    if (recorded) activity::TaskFinished(failure.has_value());
     if (failure) NPU_RT_LOG(kError, "task failed on ", name(), ": ", *failure);
     lock.lock();
     if (failure) {

@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "Activity.h"
 #include "Error.h"
 #include "Runtime.h"
 
@@ -135,6 +136,8 @@ nrtError_t nrtStreamGetDevice(nrtStream_t stream, int32_t* device) {
 
 nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
+    // Taken first, so that a refused launch does not leave its label to the next one.
+    if (npu::runtime::activity::Active()) npu::runtime::activity::TakeHostFuncLabel();
     if (fn == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtLaunchHostFunc: fn is NULL");
     StreamPtr found;
     if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;

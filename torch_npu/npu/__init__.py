@@ -109,6 +109,16 @@ from torch_npu.npu.utils import get_cann_version, get_soc_version, is_support_in
 from torch_npu.npu import utils  # noqa: E402
 
 
+from torch_npu.npu.profiler import (  # noqa: E402  (seed-era E2E profilers: torch.npu.profile, prof_init, ...)
+    iteration_end,
+    iteration_start,
+    prof_finalize,
+    prof_init,
+    prof_start,
+    prof_stop,
+    profile,
+    profileConfig,
+)
 from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)
 
 # `import torch.npu.amp` / `from torch.npu.amp import GradScaler` find this module instead of loading a
