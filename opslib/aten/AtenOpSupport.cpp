@@ -118,14 +118,52 @@ int runBoxedKernel(void* data, void* /*workspace*/, uint64_t /*workspace_size*/)
   return 0;
 }
 
+// Descriptors of the defined tensors (views of the same device memory), for the operand hooks.
+struct Descriptors {
+  std::vector<const aclTensor*> list;
+  explicit Descriptors(const std::vector<at::Tensor>& tensors) {
+    for (const at::Tensor& t : tensors) {
+      if (!t.defined()) continue;
+      const int64_t storage = 0;
+      list.push_back(aclCreateTensor(t.sizes().data(), t.dim(), toAclDataType(t.scalar_type()),
+                                     t.strides().data(), 0, ACL_FORMAT_ND, &storage, 0,
+                                     t.data_ptr()));
+    }
+  }
+  ~Descriptors() {
+    for (const aclTensor* t : list) aclDestroyTensor(t);
+  }
+};
+
 }  // namespace
 
-aclnnStatus wrapKernel(const char* name, std::vector<at::Tensor> inputs,
-                       std::function<void()> kernel, aclOpExecutor** executor) {
-  auto boxed = std::make_unique<BoxedKernel>(BoxedKernel{std::move(inputs), std::move(kernel)});
+aclDataType toAclDataType(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ACL_FLOAT;
+    case at::kHalf: return ACL_FLOAT16;
+    case at::kBFloat16: return ACL_BF16;
+    case at::kDouble: return ACL_DOUBLE;
+    case at::kChar: return ACL_INT8;
+    case at::kByte: return ACL_UINT8;
+    case at::kShort: return ACL_INT16;
+    case at::kInt: return ACL_INT32;
+    case at::kLong: return ACL_INT64;
+    case at::kBool: return ACL_BOOL;
+    default: return ACL_DT_UNDEFINED;
+  }
+}
+
+aclnnStatus wrapKernel(const char* name, Prepared prepared, aclOpExecutor** executor) {
+  auto boxed = std::make_unique<BoxedKernel>(
+      BoxedKernel{std::move(prepared.inputs), std::move(prepared.kernel)});
   *executor = aclnnCreateExecutor(name, &runBoxedKernel, boxed.get(),
                                   [](void* data) { delete static_cast<BoxedKernel*>(data); });
   if (*executor == nullptr) return ACLNN_ERR_INNER;  // recent error set by aclnnCreateExecutor
+  if (aclnnOperandHooksActive()) {
+    const Descriptors inputs(boxed->inputs), outputs(prepared.outputs);
+    aclnnSetExecutorOperands(*executor, inputs.list.data(), inputs.list.size(), outputs.list.data(),
+                             outputs.list.size());
+  }
   boxed.release();
   return ACLNN_SUCCESS;
 }

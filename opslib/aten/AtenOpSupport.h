@@ -17,6 +17,7 @@
 namespace npu::opslib::aten {
 
 at::ScalarType toScalarType(aclDataType type);  // throws for ACL_DT_UNDEFINED
+aclDataType toAclDataType(at::ScalarType type);  // ACL_DT_UNDEFINED for types opslib does not know
 // The tensor a descriptor describes, as a CPU tensor over the same (host-addressable) device
 // memory; no copy, no ownership. NULL -> undefined tensor.
 at::Tensor hostTensor(const aclTensor* tensor);
@@ -32,15 +33,17 @@ std::string describeTensors(const std::vector<at::Tensor>& tensors);
 // The error text of a kernel's exception, without C++ backtraces.
 std::string kernelErrorText(const std::exception& e);
 
-// What prepare() returns: the inputs to describe on failure and the kernel.
+// What prepare() returns: the inputs (named on failure), the kernel, and the tensors it writes
+// (inputs and outputs are what data dumps and overflow detection look at; undefined ones are
+// skipped).
 struct Prepared {
   std::vector<at::Tensor> inputs;
   std::function<void()> kernel;
+  std::vector<at::Tensor> outputs;
 };
 
 // Boxes `kernel` (a no-argument callable capturing its tensors by value) into an executor.
-aclnnStatus wrapKernel(const char* name, std::vector<at::Tensor> inputs,
-                       std::function<void()> kernel, aclOpExecutor** executor);
+aclnnStatus wrapKernel(const char* name, Prepared prepared, aclOpExecutor** executor);
 
 // The body of every XxxGetWorkspaceSize: `prepare()` checks the arguments and returns the
 // kernel (throwing on bad arguments: ACLNN_ERR_PARAM_INVALID with the reason as recent error);
@@ -53,9 +56,9 @@ aclnnStatus prepareOp(const char* name, uint64_t* workspace_size, aclOpExecutor*
                                 (std::string(name) + ": workspaceSize or executor is NULL").c_str());
   }
   try {
-    auto [inputs, kernel] = prepare();
+    Prepared prepared = prepare();
     *workspace_size = 0;
-    return wrapKernel(name, std::move(inputs), std::move(kernel), executor);
+    return wrapKernel(name, std::move(prepared), executor);
   } catch (const std::exception& e) {
     const std::string message = std::string(name) + ": " + kernelErrorText(e);
     return aclnnSetRecentErrMsg(ACLNN_ERR_PARAM_INVALID, message.c_str());

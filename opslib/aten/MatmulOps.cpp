@@ -17,7 +17,7 @@ using namespace npu::opslib::aten;
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                               \
       at::Tensor a = requiredTensor(self, "self"), b = requiredTensor(mat2, "mat2");             \
       at::Tensor o = requiredTensor(out, "out");                                                 \
-      return Prepared{{a, b}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }};              \
+      return Prepared{{a, b}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }, {o}};              \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name)
@@ -37,7 +37,7 @@ NPU_MATMUL_OP(BatchMatMul, bmm);
       at::Scalar be = hostScalar(beta), al = hostScalar(alpha);                                  \
       return Prepared{{s, a, b}, [s, a, b, o, be, al]() mutable {                                \
                         at::cpu::fn##_out(o, s, a, b, be, al);                                   \
-                      }};                                                                        \
+                      }, {o}};                                                                        \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name)

@@ -20,7 +20,7 @@ using namespace npu::opslib::aten;
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                                \
       at::Tensor a = requiredTensor(self, "self"), o = requiredTensor(out, "out");                \
       const bool half_to_float = a.scalar_type() != o.scalar_type();                             \
-      return Prepared{{a}, [=]() mutable { at::cpu::fn##_out(o, a, dim, half_to_float); }};       \
+      return Prepared{{a}, [=]() mutable { at::cpu::fn##_out(o, a, dim, half_to_float); }, {o}};       \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)
@@ -37,7 +37,7 @@ NPU_SOFTMAX_OP(LogSoftmax, _log_softmax);
       at::Tensor g = requiredTensor(gradOutput, "gradOutput"), y = requiredTensor(output, "output"); \
       at::Tensor gi = requiredTensor(gradInput, "gradInput");                                     \
       const at::ScalarType type = toScalarType(static_cast<aclDataType>(inputDtype));             \
-      return Prepared{{g, y}, [=]() mutable { at::cpu::fn##_out(gi, g, y, dim, type); }};         \
+      return Prepared{{g, y}, [=]() mutable { at::cpu::fn##_out(gi, g, y, dim, type); }, {gi}};         \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)
@@ -58,7 +58,7 @@ extern "C" NOP_API aclnnStatus aclnnNLLLossGetWorkspaceSize(
                       std::optional<at::Tensor> wo;
                       if (w.defined()) wo = w;
                       at::cpu::nll_loss_forward_out(o, tw, x, t, wo, reduction, ignoreIndex);
-                    }};
+                    }, {o, tw}};
   });
 }
 NPU_ATEN_OP(NLLLoss);
@@ -76,7 +76,7 @@ extern "C" NOP_API aclnnStatus aclnnNLLLossBackwardGetWorkspaceSize(
                       std::optional<at::Tensor> wo;
                       if (w.defined()) wo = w;
                       at::cpu::nll_loss_backward_out(gi, g, x, t, wo, reduction, ignoreIndex, tw);
-                    }};
+                    }, {gi}};
   });
 }
 NPU_ATEN_OP(NLLLossBackward);
@@ -91,7 +91,7 @@ extern "C" NOP_API aclnnStatus aclnnMseLossGetWorkspaceSize(const aclTensor* sel
     at::Tensor o = requiredTensor(out, "out");
     // The out= kernel uses out as scratch of the input's size before reducing: compute the
     // (small, reduced) result separately.
-    return Prepared{{x, t}, [=]() mutable { o.copy_(at::cpu::mse_loss(x, t, reduction)); }};
+    return Prepared{{x, t}, [=]() mutable { o.copy_(at::cpu::mse_loss(x, t, reduction)); }, {o}};
   });
 }
 NPU_ATEN_OP(MseLoss);
@@ -104,7 +104,7 @@ extern "C" NOP_API aclnnStatus aclnnMseLossBackwardGetWorkspaceSize(
     at::Tensor t = requiredTensor(target, "target"), gi = requiredTensor(gradInput, "gradInput");
     return Prepared{{g, x, t}, [=]() mutable {
                       at::cpu::mse_loss_backward_out(gi, g, x, t, reduction);
-                    }};
+                    }, {gi}};
   });
 }
 NPU_ATEN_OP(MseLossBackward);
