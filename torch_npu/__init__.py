@@ -56,3 +56,13 @@ def _register_custom_ops() -> None:
 
 
 _register_custom_ops()
+
+
+def _install_utils() -> None:
+    """torch.utils.dumper, as torch_npu provides it."""
+    from torch_npu.utils.dumper import dumper
+
+    torch.utils.dumper = dumper
+
+
+_install_utils()
