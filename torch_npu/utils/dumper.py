@@ -21,6 +21,7 @@ from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch_npu.utils.dump_file import DumpFile, DumpFileError, DumpWriter, OpRecord, TensorRecord
@@ -202,6 +203,22 @@ class _Mode(TorchDispatchMode):
         return self._owner._dispatch(func, args, kwargs or {})
 
 
+class _FusedDropout(TorchFunctionMode):
+    """Dropout as the fused op (native_dropout) on every device: the CPU would otherwise run it as
+    bernoulli_ + mul while npu runs native_dropout, and dumps of the two would not line up."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.dropout:
+            names = ("input", "p", "training", "inplace")
+            bound = dict(zip(names, args), **kwargs)
+            x, p = bound["input"], bound.get("p", 0.5)
+            if bound.get("training", True) and 0 < p < 1 and x.numel() > 0:
+                out = torch.native_dropout(x, p, True)[0]
+                return x.copy_(out) if bound.get("inplace", False) else out
+        return func(*args, **kwargs)
+
+
 class dumper:
     """Dump, load and overflow check of every op run inside the `with` block.
 
@@ -251,6 +268,8 @@ class dumper:
         self._seq = defaultdict(int)
         self._order = 0
         self._loaded = 0
+        self._mismatched: List[str] = []   # load-file entries this run could not use
+        self._dropout = _FusedDropout()
         self._step = 0
         self._mode: Optional[_Mode] = None
         self._modules = _ModuleTracker()
@@ -279,12 +298,14 @@ class dumper:
         dumper._active = self
         self._start = time.perf_counter()
         self._modules.install()
+        self._dropout.__enter__()
         if self.steps is None or 0 in self.steps:
             self._activate()
         return self
 
     def __exit__(self, exc_type, exc, tb):
         self._deactivate()
+        self._dropout.__exit__(None, None, None)
         self._modules.remove()
         dumper._active = None
         if self._loader is not None:
@@ -297,10 +318,22 @@ class dumper:
                 elapsed = time.perf_counter() - self._start
                 print(f"dumper: {writer.ops} ops ({writer.tensors} tensors) written to {writer.path}: "
                       f"{self.size / 2**20:.2f} MB in {elapsed:.2f} s")
-        if exc_type is None and self._loader is not None and self._order > 0 and self._loaded == 0:
+        if exc_type is None and self._loader is not None:
+            self._report_load()
+        return False
+
+    def _report_load(self) -> None:
+        mismatched = len(self._mismatched)
+        if self._order > 0 and self._loaded == 0 and mismatched == 0:
             raise DumpFileError(f"dumper: none of the ops of load file {self.load_file_path} matched this run's "
                                 "ops (by op name and call count): it was dumped from another model")
-        return False
+        if mismatched > self._loaded:
+            raise DumpFileError(f"dumper: {mismatched} ops of load file {self.load_file_path} do not fit this run "
+                                f"(only {self._loaded} do): it was dumped from another model or with other inputs. "
+                                f"First: {self._mismatched[0]}")
+        if mismatched and self.verbose:
+            print(f"dumper: {mismatched} ops of {self.load_file_path} do not fit this run and ran on their own "
+                  f"inputs (ops that differ between devices): {'; '.join(self._mismatched[:3])}")
 
     def step(self) -> None:
         """Marks the end of a training step; with `steps=`, dumping follows the step number."""
@@ -355,8 +388,9 @@ class dumper:
         loaded = None
         if self._loader is not None and not call.is_view and (name, seqid) in self._loader:
             loaded = self._load_inputs(call, name, seqid)
-            args, kwargs = call.with_inputs(loaded)
-            call = _Call(func, args, kwargs)
+            if loaded is not None:
+                args, kwargs = call.with_inputs(loaded)
+                call = _Call(func, args, kwargs)
         module = self._modules.current() if not backward else ""
         dump = self._writer is not None and self.use_dump and \
             self._selected(name, func._schema.name, module, backward)
@@ -382,19 +416,21 @@ class dumper:
             self._writer.put(record)
         return out
 
-    def _load_inputs(self, call: _Call, name: str, seqid: int) -> List[torch.Tensor]:
+    def _load_inputs(self, call: _Call, name: str, seqid: int) -> Optional[List[torch.Tensor]]:
+        """The recorded inputs, or None (noted) when they do not fit the live ones."""
         count = self._loader.tensor_count(name, seqid, "input")
         if count != len(call.inputs):
-            raise DumpFileError(f"dumper: load file {self.load_file_path} records {count} tensor inputs for "
-                                f"{name} call #{seqid}, this run passes {len(call.inputs)}: the file was dumped "
-                                "from another model or with other inputs")
-        new = []
-        for i, live in enumerate(call.inputs):
-            rec = self._loader.tensor(name, seqid, "input", i)
+            self._mismatched.append(f"{name} call #{seqid} has {count} tensor inputs in the file, "
+                                    f"{len(call.inputs)} in this run")
+            return None
+        records = [self._loader.tensor(name, seqid, "input", i) for i in range(count)]
+        for i, (rec, live) in enumerate(zip(records, call.inputs)):
             if tuple(rec.shape) != tuple(live.shape):
-                raise DumpFileError(f"dumper: load file {self.load_file_path} records {name} call #{seqid} input "
-                                    f"{i} with shape {list(rec.shape)}, this run passes {list(live.shape)}: the file "
-                                    "was dumped from another model or with other inputs")
+                self._mismatched.append(f"{name} call #{seqid} input {i} with shape {list(rec.shape)}, this run "
+                                        f"passes {list(live.shape)}")
+                return None
+        new = []
+        for i, (rec, live) in enumerate(zip(records, call.inputs)):
             value = _to_tensor(rec.data, live)
             if call.written[i]:
                 live.copy_(value)   # in-place ops keep writing into the live tensor

@@ -74,6 +74,7 @@ class OpResult:
 class CompareResult:
     ops: List[OpResult]
     unmatched: List[str]          # "name/seqid (only in ...)"
+    not_compared: List[str] = field(default_factory=list)  # "name/seqid (reason)"
     npu_path: str = ""
     bench_path: str = ""
     csv_path: Optional[str] = None

@@ -35,6 +35,9 @@ def _cells(row: Row) -> List[str]:
 
 def _unmatched_rows(result: CompareResult) -> List[Row]:
     rows = []
+    for entry in result.not_compared:
+        name, _, why = entry.partition(" (")
+        rows.append(Row(npu_name=name, bench_name="", verdict="Not compared", message=why.rstrip(")")))
     for entry in result.unmatched:
         name, _, where = entry.partition(" (")
         only_npu = where.startswith("only in the NPU")
@@ -86,6 +89,9 @@ def summary_text(result: CompareResult) -> str:
     if result.unmatched:
         lines.append(f"unmatched ops ({len(result.unmatched)}): " + ", ".join(result.unmatched[:8])
                      + (" ..." if len(result.unmatched) > 8 else ""))
+    if result.not_compared:
+        lines.append(f"not compared ({len(result.not_compared)}): " + ", ".join(result.not_compared[:8])
+                     + (" ..." if len(result.not_compared) > 8 else ""))
     if result.csv_path:
         lines.append(f"report: {result.csv_path}, {result.html_path}")
     return "\n".join(lines)
