@@ -64,10 +64,11 @@ class OpResult:
         return f"{self.name}/{self.seqid}"
 
     def failed(self) -> bool:
-        return any(r.verdict != YES for r in self.outputs)
+        """An output misses the accuracy bar (a shape mismatch is Unmatched, not a failure)."""
+        return any(r.verdict == NO for r in self.outputs)
 
     def inputs_pass(self) -> bool:
-        return all(r.verdict == YES for r in self.inputs)
+        return all(r.verdict != NO for r in self.inputs)
 
 
 @dataclass
