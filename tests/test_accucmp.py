@@ -93,17 +93,16 @@ def test_root_cause_contamination_and_unmatched(tmp_path):
     assert "<table>" in html and "likely root cause: exp/0" in html and "tanh/0" in html
 
 
-def test_cli_and_console_script(tmp_path):
+def test_cli_and_console_script(tmp_path, capsys):
+    from torch_npu.tools.accucmp.__main__ import main
+
     x = np.ones(4, dtype=np.float32)
     _fake_dump(tmp_path / "a.h5", {("exp", 0): (0, [x], [np.exp(x)])})
     _fake_dump(tmp_path / "b.h5", {("exp", 0): (0, [x], [np.exp(x) + 3])})
-    out = subprocess.run([sys.executable, "-m", "torch_npu.tools.accucmp", "compare", "-m", str(tmp_path / "a.h5"),
-                          "-g", str(tmp_path / "b.h5"), "-o", str(tmp_path / "r")], capture_output=True, text=True,
-                         cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert "likely root cause: exp/0" in out.stdout
+    assert main(["compare", "-m", str(tmp_path / "a.h5"), "-g", str(tmp_path / "b.h5"), "-o", str(tmp_path / "r")]) == 0
+    assert "likely root cause: exp/0" in capsys.readouterr().out
     assert len([f for f in os.listdir(tmp_path / "r") if f.endswith((".csv", ".html"))]) == 2
-    script = os.path.join(os.path.dirname(sys.executable), "msaccucmp")
+    script = os.path.join(os.path.dirname(sys.executable), "msaccucmp")  # the installed console script
     bad = subprocess.run([script, "compare", "-m", str(tmp_path / "missing.h5"), "-g", str(tmp_path / "b.h5")],
                          capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and "msaccucmp: error: dump file" in bad.stderr and "does not exist" in bad.stderr
@@ -144,13 +143,28 @@ def _run(args, opp, cwd):
     return proc.stdout
 
 
-def test_wrong_op_is_named_first(wrong_op_package, tmp_path):
+def test_wrong_op_is_named_first(wrong_op_package, tmp_path, capsys):
     """The walk-through of docs/accuracy.md: dump on the CPU, replay on npu with the wrong aclnnGelu,
     compare; also without replay (errors spread) and with compare_with_cpu."""
-    script = os.path.join(EXAMPLE, "find_wrong_op.py")
-    _run([script, "cpu", str(tmp_path)], "", tmp_path)
-    _run([script, "npu", str(tmp_path)], wrong_op_package, tmp_path)
-    _run([script, "free", str(tmp_path)], wrong_op_package, tmp_path)
+    sys.path.insert(0, EXAMPLE)
+    try:
+        import find_wrong_op
+    finally:
+        sys.path.pop(0)
+    find_wrong_op.main("cpu", str(tmp_path))  # the reference needs no package: in this process
+    code = f"""
+import sys, torch, torch_npu
+sys.path.insert(0, {EXAMPLE!r})
+import find_wrong_op
+from torch_npu.tools.accuracy import compare_with_cpu
+find_wrong_op.main("npu", {str(tmp_path)!r})
+find_wrong_op.main("free", {str(tmp_path)!r})
+model, x, target = find_wrong_op.make_model_and_data()
+report = compare_with_cpu(model, x, lambda out: torch.nn.functional.cross_entropy(out, target.npu()))
+print("FIRST", report.likely_root_cause.key, [op.key for op in report.root_causes])
+"""
+    out = _run(["-c", code], wrong_op_package, tmp_path)
+    assert "FIRST gelu/0 ['gelu/0', 'gelu/1']" in out, out
     replayed = compare_files(str(tmp_path / "model_npu.h5"), str(tmp_path / "model_cpu.h5"), progress=False)
     first = replayed.likely_root_cause
     assert first is not None and first.key == "gelu/0" and first.module == "Sequential.0.act", replayed.summary()
@@ -160,20 +174,12 @@ def test_wrong_op_is_named_first(wrong_op_package, tmp_path):
     free = compare_files(str(tmp_path / "model_npu_free.h5"), str(tmp_path / "model_cpu.h5"), progress=False)
     assert free.likely_root_cause.key == "gelu/0"
     assert len([op for op in free.ops if op.cause == CONTAMINATED]) > 5
-    out = _run(["-m", "torch_npu.tools.accucmp", "compare", "-m", str(tmp_path / "model_npu.h5"),
-                "-g", str(tmp_path / "model_cpu.h5"), "-o", str(tmp_path / "report")], "", tmp_path)
-    assert "likely root cause: gelu/0 (aten::gelu, forward) at find_wrong_op.py:" in out
-    code = f"""
-import sys, torch, torch_npu
-sys.path.insert(0, {EXAMPLE!r})
-from find_wrong_op import make_model_and_data
-from torch_npu.tools.accuracy import compare_with_cpu
-model, x, target = make_model_and_data()
-report = compare_with_cpu(model, x, lambda out: torch.nn.functional.cross_entropy(out, target.npu()))
-print("FIRST", report.likely_root_cause.key, [op.key for op in report.root_causes])
-"""
-    out = _run(["-c", code], wrong_op_package, tmp_path)
-    assert "FIRST gelu/0 ['gelu/0', 'gelu/1']" in out, out
+    from torch_npu.tools.accucmp.__main__ import main
+
+    capsys.readouterr()
+    main(["compare", "-m", str(tmp_path / "model_npu.h5"), "-g", str(tmp_path / "model_cpu.h5"),
+          "-o", str(tmp_path / "report")])
+    assert "likely root cause: gelu/0 (aten::gelu, forward) at find_wrong_op.py:" in capsys.readouterr().out
 
 
 def test_accuracy_cli_over_a_script(wrong_op_package, tmp_path):
