@@ -296,6 +296,8 @@ class dumper:
                     self._loader.close()
                 raise
         dumper._active = self
+        import torch._dynamo  # noqa: F401  (modes load it at their first op: not part of the dump's time)
+
         self._start = time.perf_counter()
         self._modules.install()
         self._dropout.__enter__()
