@@ -10,9 +10,12 @@ import torch_npu
 
 @pytest.fixture(autouse=True)
 def _clean_flag():
-    torch.npu.clear_npu_overflow_flag()
+    """Each test starts with detection on and a clear flag; the rest of the suite runs as before."""
+    before = torch.npu.utils.is_overflow_detection_enabled()
+    torch.npu.clear_npu_overflow_flag()  # also turns detection on
     yield
     torch.npu.clear_npu_overflow_flag()
+    torch.npu.utils.enable_overflow_detection(before)
 
 
 def test_float_status_ops_as_torch_npu_tests_use_them():
