@@ -357,6 +357,8 @@ class dumper:
 
     def _file_path(self) -> str:
         path = self.dump_path or "."
+        if path.endswith(("/", os.sep)):
+            os.makedirs(path, exist_ok=True)
         if os.path.isdir(path):
             prefix = "overflow" if not self.use_dump else "dump"
             path = os.path.join(path, f"{prefix}_{time.strftime('%Y%m%d%H%M%S')}_{os.getpid()}.h5")
