@@ -114,7 +114,7 @@ def _snapshot(t: torch.Tensor, stats_only: bool) -> TensorRecord:
     """A record of `t` as it is now. Device data is copied (asynchronously, into pinned memory);
     the writer thread waits for the copy and converts it."""
     record = TensorRecord(dtype=_dtype_name(t.dtype), shape=tuple(t.shape))
-    if t.is_meta or t.layout != torch.strided or t.dtype.is_complex and stats_only:
+    if t.is_meta or t.layout != torch.strided or (t.dtype.is_complex and stats_only):
         return record
     t = t.detach()
     if stats_only:
