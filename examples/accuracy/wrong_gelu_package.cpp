@@ -63,7 +63,8 @@ aclnnStatus GeluGetWorkspaceSize(const aclTensor* self, int64_t approximate, acl
     return g_builtin_prepare(self, approximate, out, workspace_size, executor);
   }
   auto* job = new Job{in, result, n_in};
-  *executor = aclnnCreateExecutor("aclnnGelu", &WrongGelu, job, [](void* data) { delete static_cast<Job*>(data); });
+  *executor = aclnnCreateExecutor("aclnnGelu", &WrongGelu, job,
+                                  [](void* data) { delete static_cast<Job*>(data); });
   if (*executor == nullptr) return ACLNN_ERR_INNER;
   if (aclnnOperandHooksActive()) {  // so that dumps and overflow detection see this op's tensors
     const aclTensor* inputs[] = {self};
@@ -76,9 +77,11 @@ aclnnStatus GeluGetWorkspaceSize(const aclTensor* self, int64_t approximate, acl
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) void npu_opslib_register_package(aclnnRegisterOpFn register_op) {
+extern "C" __attribute__((visibility("default"))) void npu_opslib_register_package(
+    aclnnRegisterOpFn register_op) {
   const aclnnOpEntry* builtin = aclnnFindOp("aclnnGelu");
   if (builtin == nullptr) return;  // nothing to override
   g_builtin_prepare = reinterpret_cast<GeluPrepare>(builtin->get_workspace_size);
-  register_op("aclnnGelu", reinterpret_cast<void*>(&GeluGetWorkspaceSize), reinterpret_cast<void*>(&aclnnLaunchExecutor));
+  register_op("aclnnGelu", reinterpret_cast<void*>(&GeluGetWorkspaceSize),
+              reinterpret_cast<void*>(&aclnnLaunchExecutor));
 }

@@ -67,7 +67,8 @@ NPU_ATEN_OP(Mean);
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                                \
       at::Tensor a = requiredTensor(self, "self");                                                \
       at::Tensor v = requiredTensor(values, "values"), i = requiredTensor(indices, "indices");     \
-      return Prepared{{a}, [a, v, i, dim, keepDim]() mutable { at::cpu::fn##_out(v, i, a, dim, keepDim); }, {v, i}}; \
+      return Prepared{{a}, [a, v, i, dim, keepDim]() mutable { at::cpu::fn##_out(v, i, a, dim, keepDim); }, \
+                      {v, i}};                                                                    \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)

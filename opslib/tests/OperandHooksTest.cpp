@@ -179,7 +179,9 @@ TEST_F(OperandHooksTest, DumpWritesOneFilePerOpWithItsTensors) {
   const std::string bytes = ReadAll(files[0]);
   ASSERT_EQ(bytes.substr(0, 8), "NPUDUMP1");
   uint64_t length = 0;
-  for (int i = 0; i < 8; ++i) length |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+  for (int i = 0; i < 8; ++i) {
+    length |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+  }
   const std::string header = bytes.substr(16, length);
   EXPECT_NE(header.find("\"tag\": \"(launched from model.py:7)\""), std::string::npos) << header;
   EXPECT_NE(header.find("{\"role\": \"input\", \"index\": 1, \"dtype\": \"float32\", \"shape\": [2, 2]"),

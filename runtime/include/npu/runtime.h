@@ -102,7 +102,8 @@ NRT_API nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event);
 // real device. Detection is off unless NPU_SIM_OVERFLOW_CHECK=1 or nrtSetOverflowDetection(1).
 NRT_API nrtError_t nrtSetOverflowDetection(int enable);  // process-wide
 NRT_API int nrtOverflowDetectionEnabled(void);           // cheap: kernels ask before checking
-NRT_API nrtError_t nrtRaiseOverflowStatus(void);         // the current device (a host function's: its stream's)
+// Raises the current device's flag (in a host function: its stream's device).
+NRT_API nrtError_t nrtRaiseOverflowStatus(void);
 // Writes the stream's device status into `size` bytes (>= 4) of device memory at `output`, as
 // float32 words: word 0 is 1.0 after an overflow, everything else 0.
 NRT_API nrtError_t nrtGetOverflowStatus(void* output, size_t size, nrtStream_t stream);

@@ -8,7 +8,8 @@ from typing import List, Optional
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msaccucmp", description="Accuracy compare of torch_npu dumps.")
     sub = parser.add_subparsers(dest="command", required=True)
-    compare = sub.add_parser("compare", help="compare an NPU dump with a benchmark dump (HDF5 from torch.utils.dumper)")
+    compare = sub.add_parser("compare",
+                             help="compare an NPU dump with a benchmark dump (HDF5 from torch.utils.dumper)")
     compare.add_argument("-m", "--my_dump_path", required=True, help="the NPU run's dump (.h5)")
     compare.add_argument("-g", "--golden_dump_path", required=True, help="the benchmark's dump (.h5), e.g. from the CPU")
     compare.add_argument("-o", "--output_path", default=".", help="directory for the CSV and HTML reports (default: .)")
