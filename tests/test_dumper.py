@@ -302,3 +302,42 @@ def test_nested_dumpers_are_refused(tmp_path):
         with pytest.raises(RuntimeError, match="already active"):
             with torch.utils.dumper(use_dump=True, dump_path=str(tmp_path / "b.h5")):
                 pass
+
+
+@pytest.fixture
+def internal_format():
+    old = torch.npu.config.allow_internal_format
+    torch.npu.config.allow_internal_format = True
+    yield
+    torch.npu.config.allow_internal_format = old
+
+
+def test_private_format_tensors_are_dumped_as_logical_values(tmp_path, internal_format):
+    """An NC1HWC0 tensor is dumped as its logical NCHW values (not the padded storage), with the
+    format and the storage shape as attributes; loading feeds the op an NC1HWC0 input again."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 20, 3, 3)   # 20 channels: C1 = 2 blocks of 16, 12 padding lanes
+    a = torch_npu.npu_format_cast(x.npu(), torch_npu.Format.NC1HWC0)
+    with torch.utils.dumper(use_dump=True, dump_path=str(tmp_path / "d.h5")):
+        y = a.mul(3)
+    with torch.utils.dumper(use_dump=True, dump_path=str(tmp_path / "s.h5"), stats_only=True):
+        a.mul(3)
+    assert torch_npu.get_npu_format(y) == torch_npu.Format.NC1HWC0  # a new result takes the layout
+    with h5py.File(tmp_path / "d.h5", "r") as f, h5py.File(tmp_path / "s.h5", "r") as g:
+        ds = f["mul/0/input/0"]
+        np.testing.assert_array_equal(ds[()], x.numpy())
+        assert ds.attrs["npu_format"] == "NC1HWC0" and list(ds.attrs["storage_shape"]) == [2, 2, 3, 3, 16]
+        out = f["mul/0/output/0"]
+        np.testing.assert_allclose(out[()], x.numpy() * 3, rtol=1e-6)
+        assert out.attrs["npu_format"] == "NC1HWC0"
+        stats = g["mul/0/input/0"].attrs   # statistics of the logical values: no padding zeros in them
+        assert stats["min"] == pytest.approx(float(x.min())) and stats["mean"] == pytest.approx(float(x.mean()),
+                                                                                                 abs=1e-6)
+        assert stats["npu_format"] == "NC1HWC0"
+    # Replay: the live input differs, the op gets the recorded values in the live input's format.
+    b = torch_npu.npu_format_cast(torch.zeros(2, 20, 3, 3).npu(), torch_npu.Format.NC1HWC0)
+    with torch.utils.dumper(load_file_path=str(tmp_path / "d.h5"), use_dump=True,
+                            dump_path=str(tmp_path / "r.h5")):
+        z = b.mul(3)
+    torch.testing.assert_close(z.cpu(), x * 3)
+    assert torch_npu.get_npu_format(z) == torch_npu.Format.NC1HWC0

@@ -126,3 +126,24 @@ def test_apex_facade_counts_overflows_of_its_backward_only():
         scaled.backward()
     optimizer.step()
     assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the step ran
+
+
+def test_private_format_operands_raise_the_flag_from_their_logical_values():
+    """An in-place op over NC1HWC0 storage and an mm of FRACTAL_NZ operands judge the logical
+    values: an overflow sets the flag, an inf already in an input does not."""
+    old = torch.npu.config.allow_internal_format
+    torch.npu.config.allow_internal_format = True
+    try:
+        x = torch.full((1, 20, 2, 2), 40000.0, dtype=torch.float16)
+        a = torch_npu.npu_format_cast(x.npu(), torch_npu.Format.NC1HWC0)
+        a.add_(torch_npu.npu_format_cast(x.npu(), torch_npu.Format.NC1HWC0))
+        assert torch.isinf(a.cpu()).all() and torch.npu.get_npu_overflow_flag()
+        torch.npu.clear_npu_overflow_flag()
+        a.add_(torch_npu.npu_format_cast(x.npu(), torch_npu.Format.NC1HWC0))  # inf + finite: not an overflow
+        assert not torch.npu.get_npu_overflow_flag()
+        m = torch_npu.npu_format_cast(torch.full((20, 20), 300.0, dtype=torch.float16).npu(),
+                                      torch_npu.Format.FRACTAL_NZ)
+        p = torch.mm(m, m)                      # 20 * 300 * 300 = 1.8e6 > 65504
+        assert torch.isinf(p.cpu()).all() and torch.npu.get_npu_overflow_flag()
+    finally:
+        torch.npu.config.allow_internal_format = old

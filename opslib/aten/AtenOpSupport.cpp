@@ -1,17 +1,86 @@
 // AtenOpSupport.cpp - descriptor conversion, kernel boxing and registration for the ATen-backed ops.
 #include "AtenOpSupport.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 
 #include "../src/Descriptors.h"
+#include "npu/format_layout.h"
 
 namespace npu::opslib::aten {
+namespace {
+
+// The operands staged by the prepare() running on this thread (set by StagingScope).
+thread_local std::vector<StagedOperand>* tl_staged = nullptr;
+
+at::Tensor stage(const aclTensor* tensor, bool written) {
+  if (tl_staged == nullptr) {
+    throw std::invalid_argument(std::string("a ") + npu::formats::FormatName(tensor->format) +
+                                " operand can only be read inside an op's prepare()");
+  }
+  // The descriptor is the whole tensor or a permutation of its dims (validated at creation).
+  const std::vector<int64_t> sizes(tensor->sizes().begin(), tensor->sizes().end());
+  const std::vector<int64_t> strides(tensor->strides().begin(), tensor->strides().end());
+  const std::vector<int64_t> base = npu::formats::BaseDimsOf(sizes, strides, 0);
+  const auto storage = tensor->storage_dims();
+  const int64_t c0 = tensor->format == ACL_FORMAT_FRACTAL_NZ ? storage.back() : npu::formats::kBlock;
+  StagedOperand staged;
+  staged.device_layout = npu::formats::PrivateLayout(tensor->format, base, c0);
+  staged.device = tensor->data;
+  staged.host = at::empty(base, at::TensorOptions().dtype(toScalarType(tensor->dtype)));
+  staged.written = written;
+  staged.descriptor = tensor;
+  at::Tensor host = staged.host.as_strided(sizes, strides);
+  tl_staged->push_back(std::move(staged));
+  return host;
+}
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t step = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= sizes[i] > 0 ? sizes[i] : 1;
+  }
+  return strides;
+}
+
+npu::formats::Layout hostLayout(const at::Tensor& host) {
+  const std::vector<int64_t> sizes = host.sizes().vec();
+  return npu::formats::StridedLayout(sizes, contiguousStrides(sizes), 0);
+}
+
+}  // namespace
+
+StagingScope::StagingScope(std::vector<StagedOperand>* staged) : previous_(tl_staged) {
+  tl_staged = staged;
+}
+
+StagingScope::~StagingScope() { tl_staged = previous_; }
+
+void loadStaged(const std::vector<StagedOperand>& staged) {
+  for (const StagedOperand& s : staged) {
+    npu::formats::CopyLayout(s.device_layout, s.device, hostLayout(s.host), s.host.data_ptr(),
+                             s.host.element_size());
+  }
+}
+
+void storeStaged(const std::vector<StagedOperand>& staged) {
+  for (const StagedOperand& s : staged) {
+    if (!s.written) continue;
+    std::memset(s.device, 0, static_cast<size_t>(s.device_layout.storage_numel) * s.host.element_size());
+    npu::formats::CopyLayout(hostLayout(s.host), s.host.data_ptr(), s.device_layout, s.device,
+                             s.host.element_size());
+  }
+}
 
 at::ScalarType toScalarType(aclDataType type) {
   switch (type) {
@@ -32,6 +101,7 @@ at::ScalarType toScalarType(aclDataType type) {
 
 at::Tensor hostTensor(const aclTensor* tensor) {
   if (tensor == nullptr) return at::Tensor();
+  if (npu::formats::IsPrivateFormat(tensor->format)) return stage(tensor, /*written=*/false);
   const at::ScalarType dtype = toScalarType(tensor->dtype);
   const auto sizes = tensor->sizes();
   const auto strides = tensor->strides();
@@ -41,7 +111,19 @@ at::Tensor hostTensor(const aclTensor* tensor) {
                        at::TensorOptions().dtype(dtype));
 }
 
+at::Tensor hostTensor(aclTensor* tensor) {
+  if (tensor == nullptr) return at::Tensor();
+  tensor->written = true;
+  if (npu::formats::IsPrivateFormat(tensor->format)) return stage(tensor, /*written=*/true);
+  return hostTensor(static_cast<const aclTensor*>(tensor));
+}
+
 at::Tensor requiredTensor(const aclTensor* tensor, const char* what) {
+  if (tensor == nullptr) throw std::invalid_argument(std::string(what) + " is NULL");
+  return hostTensor(tensor);
+}
+
+at::Tensor requiredTensor(aclTensor* tensor, const char* what) {
   if (tensor == nullptr) throw std::invalid_argument(std::string(what) + " is NULL");
   return hostTensor(tensor);
 }
@@ -104,12 +186,15 @@ namespace {
 struct BoxedKernel {
   std::vector<at::Tensor> inputs;
   std::function<void()> kernel;
+  std::vector<StagedOperand> staged;
 };
 
 int runBoxedKernel(void* data, void* /*workspace*/, uint64_t /*workspace_size*/) {
   auto* boxed = static_cast<BoxedKernel*>(data);
   try {
+    loadStaged(boxed->staged);
     boxed->kernel();
+    storeStaged(boxed->staged);
   } catch (const std::exception& e) {
     // The runtime reports "<op> failed: <this>": name the inputs like the generic executor does.
     throw std::runtime_error("inputs (" + describeTensors(boxed->inputs) + "): " +
@@ -119,19 +204,30 @@ int runBoxedKernel(void* data, void* /*workspace*/, uint64_t /*workspace_size*/)
 }
 
 // Descriptors of the defined tensors (views of the same device memory), for the operand hooks.
+// A staged operand is described by its caller's private-format descriptor, so that hooks read
+// the device storage (the staging tensor is filled only when the kernel starts).
 struct Descriptors {
   std::vector<const aclTensor*> list;
-  explicit Descriptors(const std::vector<at::Tensor>& tensors) {
+  std::vector<const aclTensor*> owned;
+  Descriptors(const std::vector<at::Tensor>& tensors, const std::vector<StagedOperand>& staged) {
     for (const at::Tensor& t : tensors) {
       if (!t.defined()) continue;
+      const auto it = std::find_if(staged.begin(), staged.end(), [&](const StagedOperand& s) {
+        return s.descriptor != nullptr && s.host.is_alias_of(t);
+      });
+      if (it != staged.end()) {
+        list.push_back(it->descriptor);
+        continue;
+      }
       const int64_t storage = 0;
-      list.push_back(aclCreateTensor(t.sizes().data(), t.dim(), toAclDataType(t.scalar_type()),
-                                     t.strides().data(), 0, ACL_FORMAT_ND, &storage, 0,
-                                     t.data_ptr()));
+      owned.push_back(aclCreateTensor(t.sizes().data(), t.dim(), toAclDataType(t.scalar_type()),
+                                      t.strides().data(), 0, ACL_FORMAT_ND, &storage, 0,
+                                      t.data_ptr()));
+      list.push_back(owned.back());
     }
   }
   ~Descriptors() {
-    for (const aclTensor* t : list) aclDestroyTensor(t);
+    for (const aclTensor* t : owned) aclDestroyTensor(t);
   }
 };
 
@@ -153,14 +249,16 @@ aclDataType toAclDataType(at::ScalarType type) {
   }
 }
 
-aclnnStatus wrapKernel(const char* name, Prepared prepared, aclOpExecutor** executor) {
+aclnnStatus wrapKernel(const char* name, Prepared prepared, aclOpExecutor** executor,
+                       std::vector<StagedOperand> staged) {
   auto boxed = std::make_unique<BoxedKernel>(
-      BoxedKernel{std::move(prepared.inputs), std::move(prepared.kernel)});
+      BoxedKernel{std::move(prepared.inputs), std::move(prepared.kernel), std::move(staged)});
   *executor = aclnnCreateExecutor(name, &runBoxedKernel, boxed.get(),
                                   [](void* data) { delete static_cast<BoxedKernel*>(data); });
   if (*executor == nullptr) return ACLNN_ERR_INNER;  // recent error set by aclnnCreateExecutor
   if (aclnnOperandHooksActive()) {
-    const Descriptors inputs(boxed->inputs), outputs(prepared.outputs);
+    const Descriptors inputs(boxed->inputs, boxed->staged);
+    const Descriptors outputs(prepared.outputs, boxed->staged);
     aclnnSetExecutorOperands(*executor, inputs.list.data(), inputs.list.size(), outputs.list.data(),
                              outputs.list.size());
   }

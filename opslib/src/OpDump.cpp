@@ -6,8 +6,10 @@
 //   {"op_type": "Add", "op_name": "Add_3", "launch": "aclnnAdd", "tag": "(launched from x.py:3)",
 //    "device": 0, "stream_id": 0, "task_id": 7, "timestamp": 1700000000000000,
 //    "tensors": [{"role": "input", "index": 0, "dtype": "float32", "shape": [2, 3],
-//                 "offset": 0, "nbytes": 24}, ...]}
+//                 "format": "ND", "offset": 0, "nbytes": 24}, ...]}
 // and then the tensors' bytes, contiguous and row-major, at `offset` from the end of the header.
+// A tensor in a private format (NC1HWC0, FRACTAL_NZ...) is written as its logical values; its
+// entry names the format and adds the padded "storage_shape" the device holds.
 #include "OpDump.h"
 
 #include <chrono>
@@ -142,8 +144,12 @@ void DumpSession::Write(const aclOpExecutor& executor, const OperandRecord& reco
     for (size_t i = 0; i < data.size() && i < views.size(); ++i) {
       header << (first ? "" : ", ") << "{\"role\": \"" << role << "\", \"index\": " << i
              << ", \"dtype\": \"" << NumpyName(views[i].dtype) << "\", \"shape\": "
-             << ShapeString(views[i].sizes) << ", \"offset\": " << offset
-             << ", \"nbytes\": " << data[i].size() << "}";
+             << ShapeString(views[i].sizes) << ", \"format\": \""
+             << npu::formats::FormatName(views[i].format) << "\"";
+      if (views[i].is_private()) {
+        header << ", \"storage_shape\": " << ShapeString(views[i].storage_shape);
+      }
+      header << ", \"offset\": " << offset << ", \"nbytes\": " << data[i].size() << "}";
       offset += data[i].size();
       first = false;
     }

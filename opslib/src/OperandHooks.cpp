@@ -44,6 +44,16 @@ bool RowHasNonFinite(const char* row, int64_t count, int64_t stride, Bits expone
 }
 
 bool HasNonFinite(const OperandView& view) {
+  if (view.is_private()) {
+    // Scan the logical values (the padding of the storage holds zeros anyway).
+    std::vector<char> logical = view.Gather();
+    OperandView plain;
+    plain.first = logical.data();
+    plain.dtype = view.dtype;
+    plain.sizes = {view.numel()};
+    plain.strides = {1};
+    return HasNonFinite(plain);
+  }
   bool found = false;
   const auto scan = [&](auto exponent) {
     view.ForEachRow([&](const char* row, int64_t count, int64_t stride) {
@@ -60,23 +70,21 @@ bool HasNonFinite(const OperandView& view) {
   return found;
 }
 
-// [lowest, highest] byte touched by a view.
-std::pair<const char*, const char*> Extent(const OperandView& view) {
-  const char* lo = view.first;
-  const char* hi = view.first;
-  const int64_t element = ElementBytes(view.dtype);
-  for (size_t d = 0; d < view.sizes.size(); ++d) {
-    const int64_t reach = (view.sizes[d] - 1) * view.strides[d] * element;
-    (reach < 0 ? lo : hi) += reach;
-  }
-  return {lo, hi + element - 1};
-}
-
 bool Overlaps(const OperandView& a, const OperandView& b) {
   if (a.numel() == 0 || b.numel() == 0) return false;
-  const auto [alo, ahi] = Extent(a);
-  const auto [blo, bhi] = Extent(b);
+  const auto [alo, ahi] = a.Extent();
+  const auto [blo, bhi] = b.Extent();
   return alo <= bhi && blo <= ahi;
+}
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t step = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= sizes[i] > 0 ? sizes[i] : 1;
+  }
+  return strides;
 }
 
 }  // namespace
@@ -86,9 +94,21 @@ int64_t ElementBytes(aclDataType dtype) { return ElementSize(dtype); }
 OperandView OperandView::Of(const aclTensor& tensor) {
   OperandView view;
   view.dtype = tensor.dtype;
-  view.first = static_cast<const char*>(tensor.data) + tensor.offset * ElementSize(tensor.dtype);
+  view.format = tensor.format;
   view.sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
   view.strides.assign(tensor.strides().begin(), tensor.strides().end());
+  if (npu::formats::IsPrivateFormat(tensor.format)) {
+    // The descriptor is the whole tensor or a permutation of its dims (checked at creation).
+    const std::vector<int64_t> base = npu::formats::BaseDimsOf(view.sizes, view.strides, 0);
+    const auto storage = tensor.storage_dims();
+    const int64_t c0 = tensor.format == ACL_FORMAT_FRACTAL_NZ ? storage.back() : npu::formats::kBlock;
+    view.first = static_cast<const char*>(tensor.data);
+    view.storage = std::make_shared<const npu::formats::Layout>(
+        npu::formats::PrivateLayout(tensor.format, base, c0));
+    view.storage_shape.assign(storage.begin(), storage.end());
+    return view;
+  }
+  view.first = static_cast<const char*>(tensor.data) + tensor.offset * ElementSize(tensor.dtype);
   return view;
 }
 
@@ -100,6 +120,20 @@ int64_t OperandView::numel() const {
 
 std::vector<char> OperandView::Gather() const {
   const int64_t element = ElementBytes(dtype);
+  if (is_private()) {
+    // The whole tensor in row-major order, then this view of it.
+    std::vector<int64_t> base(storage->dims.size());
+    for (size_t i = 0; i < base.size(); ++i) base[i] = storage->dims[i].size;
+    std::vector<char> whole(static_cast<size_t>(numel() * element));
+    npu::formats::CopyLayout(*storage, first, npu::formats::StridedLayout(base, ContiguousStrides(base), 0),
+                             whole.data(), static_cast<size_t>(element));
+    OperandView plain;
+    plain.first = whole.data();
+    plain.dtype = dtype;
+    plain.sizes = sizes;
+    plain.strides = strides;
+    return plain.Gather();
+  }
   std::vector<char> out(static_cast<size_t>(numel() * element));
   char* dst = out.data();
   ForEachRow([&](const char* row, int64_t count, int64_t stride) {
@@ -111,6 +145,18 @@ std::vector<char> OperandView::Gather() const {
     for (int64_t i = 0; i < count; ++i, dst += element) std::memcpy(dst, row + i * stride, element);
   });
   return out;
+}
+
+std::pair<const char*, const char*> OperandView::Extent() const {
+  const int64_t element = ElementBytes(dtype);
+  if (is_private()) return {first, first + storage->storage_numel * element - 1};
+  const char* lo = first;
+  const char* hi = first;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    const int64_t reach = (sizes[d] - 1) * strides[d] * element;
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo, hi + element - 1};
 }
 
 bool OperandHooksActive() { return DumpActive() || nrtOverflowDetectionEnabled() != 0; }

@@ -8,8 +8,10 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "npu/format_layout.h"
 #include "npu/opslib.h"
 
 namespace npu::opslib {
@@ -18,20 +20,29 @@ class DumpSession;
 
 int64_t ElementBytes(aclDataType dtype);  // 0 for unknown types
 
-// A strided view of device memory; sizes and strides count elements.
+// A strided view of device memory; sizes and strides count elements. A tensor in a private
+// format (NC1HWC0, FRACTAL_NZ...) is seen through its logical values: `storage` maps the whole
+// tensor into the padded storage at `first`, and sizes / strides place the view in that whole
+// (row-major) tensor.
 struct OperandView {
-  const char* first = nullptr;  // element (0, ..., 0)
+  const char* first = nullptr;  // element (0, ..., 0); a private format's storage base
   aclDataType dtype = ACL_DT_UNDEFINED;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
+  aclFormat format = ACL_FORMAT_ND;
+  std::vector<int64_t> storage_shape;  // a private format's padded storage, else empty
+  std::shared_ptr<const npu::formats::Layout> storage;  // a private format's layout, else null
 
   static OperandView Of(const aclTensor& tensor);
   int64_t numel() const;
-  // Calls fn(row, count, stride_bytes) for each innermost row, in row-major order.
+  bool is_private() const { return storage != nullptr; }
+  // Calls fn(row, count, stride_bytes) for each innermost row, in row-major order (plain views).
   template <typename Fn>
   void ForEachRow(Fn&& fn) const;
-  // The elements, contiguous and row-major.
+  // The logical elements, contiguous and row-major.
   std::vector<char> Gather() const;
+  // [lowest, highest] byte of device memory the view touches.
+  std::pair<const char*, const char*> Extent() const;
 };
 
 template <typename Fn>

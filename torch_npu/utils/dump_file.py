@@ -10,7 +10,10 @@ Layout (readable with h5py, h5dump, h5copy):
                                           module (module path), step
     /{op_name}/{seqid}/input/{i}   the i-th tensor argument (tensor lists flattened), as it was
     /{op_name}/{seqid}/output/{i}  before the op ran, and the i-th tensor result. attrs: dtype
-                                   (torch name), shape, max, min, mean, norm (L2), nan, inf
+                                   (torch name), shape, max, min, mean, norm (L2), nan, inf;
+                                   npu tensors add npu_format ("ND", "NCHW", "NC1HWC0"...) and,
+                                   for a private format, storage_shape (the padded storage).
+                                   The data is always the logical tensor, whatever its format.
                                    In "statistics" files the datasets are empty: attrs only.
 
 bfloat16 data is stored as float32 (numpy has no bfloat16); the dtype attribute keeps the truth.
@@ -57,6 +60,8 @@ class TensorRecord:
     shape: Tuple[int, ...]
     data: Optional[np.ndarray] = None
     stats: Optional[Dict[str, float]] = None
+    npu_format: str = ""       # npu tensors: their storage format's name
+    storage_shape: Tuple[int, ...] = ()  # private formats: the padded storage shape
     fetch: Optional[Callable[["TensorRecord"], None]] = None
     nbytes: int = 0
 
@@ -170,6 +175,10 @@ class DumpWriter:
                     ds = sub.create_dataset(str(i), data=h5py.Empty("f"))
                     stats = t.stats or {}
                 ds.attrs.update({"dtype": t.dtype, "shape": np.asarray(t.shape, dtype=np.int64)})
+                if t.npu_format:
+                    ds.attrs["npu_format"] = t.npu_format
+                if t.storage_shape:
+                    ds.attrs["storage_shape"] = np.asarray(t.storage_shape, dtype=np.int64)
                 ds.attrs.update(stats)
                 self.tensors += 1
         self.ops += 1
@@ -265,4 +274,6 @@ class DumpFile:
             if not isinstance(data, np.ndarray):
                 data = np.asarray(data)
         return TensorRecord(dtype=str(ds.attrs.get("dtype", data.dtype if data is not None else "")),
-                            shape=tuple(int(s) for s in ds.attrs.get("shape", ())), data=data, stats=stats)
+                            shape=tuple(int(s) for s in ds.attrs.get("shape", ())), data=data, stats=stats,
+                            npu_format=str(ds.attrs.get("npu_format", "")),
+                            storage_shape=tuple(int(s) for s in ds.attrs.get("storage_shape", ())))

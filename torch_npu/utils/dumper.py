@@ -110,12 +110,32 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype)
 
 
+def _npu_format(t: torch.Tensor):
+    """The storage format's name of an npu tensor and, for a private format, its padded storage
+    shape (its values are read as the logical tensor all the same: copies convert them)."""
+    from torch_npu import _C
+    from torch_npu._formats import Format
+
+    desc = _C._npu_storage_desc(t)
+    try:
+        name = Format(desc["npu_format"]).name
+    except ValueError:
+        name = str(desc["npu_format"])
+    private = name in _PRIVATE_FORMATS
+    return name, tuple(desc["storage_sizes"]) if private else ()
+
+
+_PRIVATE_FORMATS = frozenset({"NC1HWC0", "FRACTAL_Z", "NDC1HWC0", "FRACTAL_Z_3D", "FRACTAL_NZ"})
+
+
 def _snapshot(t: torch.Tensor, stats_only: bool) -> TensorRecord:
     """A record of `t` as it is now. Device data is copied (asynchronously, into pinned memory);
     the writer thread waits for the copy and converts it."""
     record = TensorRecord(dtype=_dtype_name(t.dtype), shape=tuple(t.shape))
     if t.is_meta or t.layout != torch.strided or (t.dtype.is_complex and stats_only):
         return record
+    if t.device.type == "npu":
+        record.npu_format, record.storage_shape = _npu_format(t)
     t = t.detach()
     if stats_only:
         if t.numel() == 0:
@@ -492,8 +512,16 @@ class dumper:
 
 
 def _to_tensor(data: np.ndarray, like: torch.Tensor) -> torch.Tensor:
-    """Recorded data as a tensor of `like`'s device and dtype (a bfloat16 dump holds float32)."""
-    return torch.from_numpy(np.array(data, copy=True)).to(device=like.device, dtype=like.dtype)
+    """Recorded data as a tensor of `like`'s device, dtype and storage format (a bfloat16 dump
+    holds float32; an op replayed on an NC1HWC0 input gets an NC1HWC0 input)."""
+    value = torch.from_numpy(np.array(data, copy=True)).to(device=like.device, dtype=like.dtype)
+    if like.device.type == "npu":
+        fmt, _ = _npu_format(like)
+        if fmt in _PRIVATE_FORMATS:
+            import torch_npu
+
+            value = torch_npu.npu_format_cast(value, getattr(torch_npu.Format, fmt))
+    return value
 
 
 def _each_scalar(value):

@@ -77,7 +77,8 @@ class ConvertResult:
     def summary(self) -> str:
         lines = [f"{len({r['file'] for r in self.rows})} dump files, {len(self.rows)} tensors -> {self.out_dir}"]
         for r in self.rows:
-            lines.append(f"  {r['npy']}: {r['dtype']}{r['shape']} min {r['min']} max {r['max']} mean {r['mean']}")
+            fmt = f" ({r['format']})" if r["format"] not in ("", "ND") else ""
+            lines.append(f"  {r['npy']}: {r['dtype']}{r['shape']}{fmt} min {r['min']} max {r['max']} mean {r['mean']}")
         return "\n".join(lines)
 
 
@@ -94,11 +95,12 @@ def convert(path: str, out_dir: str) -> ConvertResult:
             stats = (f"{a.min():.6g}", f"{a.max():.6g}", f"{a.mean():.6g}") if a.size else ("", "", "")
             rows.append({"file": os.path.basename(file), "op_type": op.header.get("op_type"),
                          "launch": op.header.get("tag", ""), "role": t["role"], "index": t["index"],
-                         "dtype": t["dtype"], "shape": list(t["shape"]), "npy": name,
+                         "dtype": t["dtype"], "shape": list(t["shape"]), "format": t.get("format", ""),
+                         "npy": name,
                          "min": stats[0], "max": stats[1], "mean": stats[2]})
     with open(os.path.join(out_dir, "summary.csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["file", "op_type", "launch", "role", "index", "dtype", "shape",
-                                               "npy", "min", "max", "mean"])
+                                               "format", "npy", "min", "max", "mean"])
         writer.writeheader()
         writer.writerows(rows)
     return ConvertResult(out_dir=out_dir, rows=rows)
