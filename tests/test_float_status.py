@@ -66,6 +66,8 @@ def test_finite_results_and_non_finite_inputs_leave_the_flag_alone():
     torch.tensor([float("inf"), 1.0]).npu() * 2                       # inf in, inf out
     torch.zeros(4).npu().masked_fill(torch.tensor([True, False, True, False]).npu(), float("-inf"))
     torch.full((3,), float("-inf")).npu().exp()
+    torch.tensor([float("inf"), 1.0]).npu().cosh()                   # the same through the generic executor
+    torch.tensor([float("nan"), 1.0]).npu().sinh()
     assert not torch.npu.get_npu_overflow_flag()
 
 

@@ -378,7 +378,7 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       [functional = op, out_op, host = std::move(host), fresh_views = std::move(fresh_views),
        fresh = std::move(fresh), any_fresh, written = std::move(written), nargs,
        upcast]() mutable {
-        const TaskOverflowCheck overflow({host.data(), nargs}, functional.schema());
+        const TaskOverflowCheck overflow(c10::ArrayRef<c10::IValue>(host.data(), nargs), functional.schema());
         const auto run = [&](const c10::OperatorHandle& kernel, torch::jit::Stack& s) {
           const auto cpu = [&](torch::jit::Stack* st) {
             kernel.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), st);
