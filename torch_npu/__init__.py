@@ -107,3 +107,13 @@ def _install_profiler_support() -> None:
 
 
 _install_profiler_support()
+
+
+def _install_utils() -> None:
+    """torch.utils.dumper, as torch_npu provides it."""
+    from torch_npu.utils.dumper import dumper
+
+    torch.utils.dumper = dumper
+
+
+_install_utils()

@@ -20,6 +20,7 @@
 #include "csrc/framework/HostView.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/framework/OutVariants.h"
+#include "csrc/framework/OverflowCheck.h"
 #include "csrc/framework/ReducedPrecision.h"
 #include "csrc/framework/ViewReplay.h"
 
@@ -366,11 +367,18 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (out_op) {
     for (const auto& v : fresh_views) host.emplace_back(v);
   }
+  std::vector<at::Tensor> written;  // in-place / out= arguments, for overflow detection
+  for (size_t i = 0; i < nargs && nrtOverflowDetectionEnabled(); ++i) {
+    const auto* info = schema.arguments()[i].alias_info();
+    if (info && info->isWrite()) forEachTensor(host[i], [&](const at::Tensor& t) { written.push_back(t); });
+  }
   countOp(*plan.counters, OpPath::kGeneric);
   launchDeviceTask(
       c10_npu::getCurrentNPUStream(device.index()), plan.name,
       [functional = op, out_op, host = std::move(host), fresh_views = std::move(fresh_views),
-       fresh = std::move(fresh), any_fresh, upcast]() mutable {
+       fresh = std::move(fresh), any_fresh, written = std::move(written), nargs,
+       upcast]() mutable {
+        const TaskOverflowCheck overflow(c10::ArrayRef<c10::IValue>(host.data(), nargs), functional.schema());
         const auto run = [&](const c10::OperatorHandle& kernel, torch::jit::Stack& s) {
           const auto cpu = [&](torch::jit::Stack* st) {
             kernel.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), st);
@@ -412,7 +420,7 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         } else {
           run(functional, s);
         }
-        if (!copy_out) return;
+        if (!copy_out) return overflow.finish(fresh_views, written);
         // No out= overload (or it could not be used): copy the CPU results into the device outputs.
         size_t k = 0;
         for (const auto& r : s) {
@@ -420,6 +428,7 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
             if (k < fresh_views.size()) fresh_views[k++].copy_(t);
           });
         }
+        overflow.finish(fresh_views, written);
       });
 
   torch::jit::drop(*stack, nargs);

@@ -12,6 +12,7 @@
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/python/Distributed.h"
+#include "csrc/python/AccuracyBindings.h"
 #include "csrc/python/FormatBindings.h"
 #include "csrc/python/LaunchSite.h"
 #include "csrc/python/ProfilerBindings.h"
@@ -23,6 +24,7 @@ PYBIND11_MODULE(_C, m) {
   torch_npu::python::installLaunchSiteProvider();
   torch_npu::python::initDistributedBindings(m);
   torch_npu::python::initProfilerBindings(m);
+  torch_npu::python::initAccuracyBindings(m);
   torch_npu::python::initFormatBindings(m);
   m.def("_op_stats", [] {
     py::dict out;

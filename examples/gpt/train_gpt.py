@@ -5,6 +5,7 @@ optional native mixed precision (torch.autocast("npu") + torch.npu.amp.GradScale
 """
 
 import argparse
+import contextlib
 import math
 import os
 import time
@@ -40,6 +41,9 @@ def parse_args(argv=None):
     p.add_argument("--print-freq", default=10, type=int, help="print the loss every N steps (0: never)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--sample", default=120, type=int, help="characters to generate after training (0: none)")
+    p.add_argument("--dump", default=None, help="torch.utils.dumper: write the ops of --dump-steps to this .h5 file")
+    p.add_argument("--dump-stats", action="store_true", help="dump statistics (max/min/mean/L2 norm) instead of data")
+    p.add_argument("--dump-steps", default="0", help="comma-separated steps to dump (default: the first)")
     return p.parse_args(argv)
 
 
@@ -116,10 +120,28 @@ def run(argv=None):
     batches = torch.Generator().manual_seed(args.seed)
     offsets = torch.arange(args.block_size)
 
-    losses, timed_tokens, timed_seconds = [], 0, 0.0
     steps = range(args.steps)
     if tqdm is not None and not args.no_progress:
         steps = tqdm(steps, desc="train", leave=False, dynamic_ncols=True)
+    dump = contextlib.nullcontext()
+    if args.dump:
+        dump = torch.utils.dumper(use_dump=True, dump_path=args.dump, stats_only=args.dump_stats,
+                                  steps=[int(s) for s in args.dump_steps.split(",")])
+    with dump:
+        losses, rate = _train(args, model, optimizer, scaler, dtype, data, batches, offsets, steps, dump)
+    print(f"trained {args.steps} steps on {args.device}: {rate:.1f} tokens/s, final loss {losses[-1]:.4f}")
+    sample = ""
+    if args.sample:
+        model.eval()
+        start = data[:1].view(1, 1).to(args.device)
+        out = model.generate(start, args.sample, generator=torch.Generator().manual_seed(args.seed))
+        sample = "".join(chars[i] for i in out[0].tolist())
+        print("sample:", sample.replace("\n", " "))
+    return {"losses": losses, "tokens_per_sec": rate, "sample": sample}
+
+
+def _train(args, model, optimizer, scaler, dtype, data, batches, offsets, steps, dump):
+    losses, timed_tokens, timed_seconds = [], 0, 0.0
     log = tqdm.write if tqdm is not None and not args.no_progress else print
     end = time.perf_counter()
     for step in steps:
@@ -146,16 +168,9 @@ def run(argv=None):
             log(f"step {step:>4} loss {loss_value:.4f} (ppl {math.exp(loss_value):7.2f}) {rate:9.1f} tokens/s")
         if hasattr(steps, "set_postfix"):
             steps.set_postfix(loss=f"{loss_value:.4f}")
-    rate = timed_tokens / timed_seconds if timed_seconds else float("nan")
-    print(f"trained {args.steps} steps on {args.device}: {rate:.1f} tokens/s, final loss {losses[-1]:.4f}")
-    sample = ""
-    if args.sample:
-        model.eval()
-        start = data[:1].view(1, 1).to(args.device)
-        out = model.generate(start, args.sample, generator=torch.Generator().manual_seed(args.seed))
-        sample = "".join(chars[i] for i in out[0].tolist())
-        print("sample:", sample.replace("\n", " "))
-    return {"losses": losses, "tokens_per_sec": rate, "sample": sample}
+        if args.dump:
+            dump.step()
+    return losses, timed_tokens / timed_seconds if timed_seconds else float("nan")
 
 
 if __name__ == "__main__":

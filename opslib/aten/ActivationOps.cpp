@@ -29,7 +29,7 @@ extern "C" NOP_API aclnnStatus aclnnGeluGetWorkspaceSize(const aclTensor* self, 
   return prepareOp("aclnnGelu", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self"), o = requiredTensor(out, "out");
     const char* mode = geluApproximation(approximate);
-    return Prepared{{a}, [=]() mutable { at::cpu::gelu_out(o, a, mode); }};
+    return Prepared{{a}, [=]() mutable { at::cpu::gelu_out(o, a, mode); }, {o}};
   });
 }
 NPU_ATEN_OP(Gelu);
@@ -41,7 +41,7 @@ extern "C" NOP_API aclnnStatus aclnnGeluBackwardGetWorkspaceSize(
     at::Tensor g = requiredTensor(gradOutput, "gradOutput"), a = requiredTensor(self, "self");
     at::Tensor gi = requiredTensor(gradInput, "gradInput");
     const char* mode = geluApproximation(approximate);
-    return Prepared{{g, a}, [=]() mutable { at::cpu::gelu_backward_out(gi, g, a, mode); }};
+    return Prepared{{g, a}, [=]() mutable { at::cpu::gelu_backward_out(gi, g, a, mode); }, {gi}};
   });
 }
 NPU_ATEN_OP(GeluBackward);
@@ -51,7 +51,7 @@ extern "C" NOP_API aclnnStatus aclnnSiluGetWorkspaceSize(const aclTensor* self, 
                                                          aclOpExecutor** executor) {
   return prepareOp("aclnnSilu", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self"), o = requiredTensor(out, "out");
-    return Prepared{{a}, [=]() mutable { at::cpu::silu_out(o, a); }};
+    return Prepared{{a}, [=]() mutable { at::cpu::silu_out(o, a); }, {o}};
   });
 }
 NPU_ATEN_OP(Silu);
@@ -65,7 +65,7 @@ NPU_ATEN_OP(Silu);
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                                \
       at::Tensor g = requiredTensor(gradOutput, "gradOutput"), a = requiredTensor(x, "x");        \
       at::Tensor gi = requiredTensor(gradInput, "gradInput");                                     \
-      return Prepared{{g, a}, [=]() mutable { at::cpu::fn##_out(gi, g, a); }};                    \
+      return Prepared{{g, a}, [=]() mutable { at::cpu::fn##_out(gi, g, a); }, {gi}};                    \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)
@@ -82,7 +82,7 @@ extern "C" NOP_API aclnnStatus aclnnThresholdBackwardGetWorkspaceSize(
     at::Tensor g = requiredTensor(gradOutput, "gradOutput"), a = requiredTensor(self, "self");
     at::Tensor gi = requiredTensor(gradInput, "gradInput");
     at::Scalar t = hostScalar(threshold);
-    return Prepared{{g, a}, [=]() mutable { at::cpu::threshold_backward_out(gi, g, a, t); }};
+    return Prepared{{g, a}, [=]() mutable { at::cpu::threshold_backward_out(gi, g, a, t); }, {gi}};
   });
 }
 NPU_ATEN_OP(ThresholdBackward);

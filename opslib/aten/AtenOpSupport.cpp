@@ -5,6 +5,7 @@
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -36,6 +37,7 @@ at::Tensor stage(const aclTensor* tensor, bool written) {
   staged.device = tensor->data;
   staged.host = at::empty(base, at::TensorOptions().dtype(toScalarType(tensor->dtype)));
   staged.written = written;
+  staged.descriptor = tensor;
   at::Tensor host = staged.host.as_strided(sizes, strides);
   tl_staged->push_back(std::move(staged));
   return host;
@@ -201,16 +203,65 @@ int runBoxedKernel(void* data, void* /*workspace*/, uint64_t /*workspace_size*/)
   return 0;
 }
 
+// Descriptors of the defined tensors (views of the same device memory), for the operand hooks.
+// A staged operand is described by its caller's private-format descriptor, so that hooks read
+// the device storage (the staging tensor is filled only when the kernel starts).
+struct Descriptors {
+  std::vector<const aclTensor*> list;
+  std::vector<const aclTensor*> owned;
+  Descriptors(const std::vector<at::Tensor>& tensors, const std::vector<StagedOperand>& staged) {
+    for (const at::Tensor& t : tensors) {
+      if (!t.defined()) continue;
+      const auto it = std::find_if(staged.begin(), staged.end(), [&](const StagedOperand& s) {
+        return s.descriptor != nullptr && s.host.is_alias_of(t);
+      });
+      if (it != staged.end()) {
+        list.push_back(it->descriptor);
+        continue;
+      }
+      const int64_t storage = 0;
+      owned.push_back(aclCreateTensor(t.sizes().data(), t.dim(), toAclDataType(t.scalar_type()),
+                                      t.strides().data(), 0, ACL_FORMAT_ND, &storage, 0,
+                                      t.data_ptr()));
+      list.push_back(owned.back());
+    }
+  }
+  ~Descriptors() {
+    for (const aclTensor* t : owned) aclDestroyTensor(t);
+  }
+};
+
 }  // namespace
 
-aclnnStatus wrapKernel(const char* name, std::vector<at::Tensor> inputs,
-                       std::function<void()> kernel, aclOpExecutor** executor,
+aclDataType toAclDataType(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ACL_FLOAT;
+    case at::kHalf: return ACL_FLOAT16;
+    case at::kBFloat16: return ACL_BF16;
+    case at::kDouble: return ACL_DOUBLE;
+    case at::kChar: return ACL_INT8;
+    case at::kByte: return ACL_UINT8;
+    case at::kShort: return ACL_INT16;
+    case at::kInt: return ACL_INT32;
+    case at::kLong: return ACL_INT64;
+    case at::kBool: return ACL_BOOL;
+    default: return ACL_DT_UNDEFINED;
+  }
+}
+
+aclnnStatus wrapKernel(const char* name, Prepared prepared, aclOpExecutor** executor,
                        std::vector<StagedOperand> staged) {
   auto boxed = std::make_unique<BoxedKernel>(
-      BoxedKernel{std::move(inputs), std::move(kernel), std::move(staged)});
+      BoxedKernel{std::move(prepared.inputs), std::move(prepared.kernel), std::move(staged)});
   *executor = aclnnCreateExecutor(name, &runBoxedKernel, boxed.get(),
                                   [](void* data) { delete static_cast<BoxedKernel*>(data); });
   if (*executor == nullptr) return ACLNN_ERR_INNER;  // recent error set by aclnnCreateExecutor
+  if (aclnnOperandHooksActive()) {
+    const Descriptors inputs(boxed->inputs, boxed->staged);
+    const Descriptors outputs(prepared.outputs, boxed->staged);
+    aclnnSetExecutorOperands(*executor, inputs.list.data(), inputs.list.size(), outputs.list.data(),
+                             outputs.list.size());
+  }
   boxed.release();
   return ACLNN_SUCCESS;
 }

@@ -18,6 +18,7 @@
 namespace npu::opslib::aten {
 
 at::ScalarType toScalarType(aclDataType type);  // throws for ACL_DT_UNDEFINED
+aclDataType toAclDataType(at::ScalarType type);  // ACL_DT_UNDEFINED for types opslib does not know
 // The tensor a descriptor describes, as a CPU tensor over the same (host-addressable) device
 // memory; no copy, no ownership. NULL -> undefined tensor. The non-const overload is for operands
 // the op writes (its signature's aclTensor*): it marks them (aclIsOutputTensor).
@@ -39,10 +40,13 @@ std::string describeTensors(const std::vector<at::Tensor>& tensors);
 // The error text of a kernel's exception, without C++ backtraces.
 std::string kernelErrorText(const std::exception& e);
 
-// What prepare() returns: the inputs to describe on failure and the kernel.
+// What prepare() returns: the inputs (named on failure), the kernel, and the tensors it writes
+// (inputs and outputs are what data dumps and overflow detection look at; undefined ones are
+// skipped).
 struct Prepared {
   std::vector<at::Tensor> inputs;
   std::function<void()> kernel;
+  std::vector<at::Tensor> outputs;
 };
 
 // A private-format operand of an op: its device storage, and the CPU tensor the kernel reads and
@@ -52,6 +56,9 @@ struct StagedOperand {
   void* device = nullptr;
   at::Tensor host;  // contiguous, the logical shape
   bool written = false;
+  // The caller's descriptor: valid during prepare() only (the operand hooks describe the device
+  // storage with it, as the staging tensor is filled only when the kernel starts).
+  const aclTensor* descriptor = nullptr;
 };
 
 // While alive, hostTensor() on this thread stages private-format operands into `staged`.
@@ -68,8 +75,7 @@ class StagingScope {
 
 // Boxes `kernel` (a no-argument callable capturing its tensors by value) into an executor; the
 // staged operands are loaded before it runs and the written ones stored back after.
-aclnnStatus wrapKernel(const char* name, std::vector<at::Tensor> inputs,
-                       std::function<void()> kernel, aclOpExecutor** executor,
+aclnnStatus wrapKernel(const char* name, Prepared prepared, aclOpExecutor** executor,
                        std::vector<StagedOperand> staged = {});
 
 // The body of every XxxGetWorkspaceSize: `prepare()` checks the arguments and returns the
@@ -85,9 +91,9 @@ aclnnStatus prepareOp(const char* name, uint64_t* workspace_size, aclOpExecutor*
   try {
     std::vector<StagedOperand> staged;
     StagingScope scope(&staged);
-    auto [inputs, kernel] = prepare();
+    Prepared prepared = prepare();
     *workspace_size = 0;
-    return wrapKernel(name, std::move(inputs), std::move(kernel), executor, std::move(staged));
+    return wrapKernel(name, std::move(prepared), executor, std::move(staged));
   } catch (const std::exception& e) {
     const std::string message = std::string(name) + ": " + kernelErrorText(e);
     return aclnnSetRecentErrMsg(ACLNN_ERR_PARAM_INVALID, message.c_str());

@@ -21,7 +21,7 @@ using namespace npu::opslib::aten;
     return prepareOp("aclnn" #Name "Tensor", workspaceSize, executor, [&] {                      \
       at::Tensor a = requiredTensor(self, "self"), b = requiredTensor(other, "other");           \
       at::Tensor o = requiredTensor(out, "out");                                                 \
-      return Prepared{{a, b}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }};              \
+      return Prepared{{a, b}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }, {o}};              \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name##Tensor);                                                                     \
@@ -31,7 +31,7 @@ using namespace npu::opslib::aten;
     return prepareOp("aclnn" #Name "Scalar", workspaceSize, executor, [&] {                      \
       at::Tensor a = requiredTensor(self, "self"), o = requiredTensor(out, "out");               \
       at::Scalar b = hostScalar(other);                                                          \
-      return Prepared{{a}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }};                 \
+      return Prepared{{a}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }, {o}};                 \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name##Scalar)
@@ -50,7 +50,7 @@ NPU_COMPARE_OP(Ge, ge);
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                               \
       at::Tensor a = requiredTensor(self, "self"), b = requiredTensor(other, "other");           \
       at::Tensor o = requiredTensor(out, "out");                                                 \
-      return Prepared{{a, b}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }};              \
+      return Prepared{{a, b}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }, {o}};              \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name)
@@ -63,7 +63,7 @@ extern "C" NOP_API aclnnStatus aclnnLogicalNotGetWorkspaceSize(const aclTensor* 
                                                                aclOpExecutor** executor) {
   return prepareOp("aclnnLogicalNot", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self"), o = requiredTensor(out, "out");
-    return Prepared{{a}, [a, o]() mutable { at::cpu::logical_not_out(o, a); }};
+    return Prepared{{a}, [a, o]() mutable { at::cpu::logical_not_out(o, a); }, {o}};
   });
 }
 NPU_ATEN_OP(LogicalNot);

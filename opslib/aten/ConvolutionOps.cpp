@@ -30,7 +30,7 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionGetWorkspaceSize(
                       if (b.defined()) bias_opt = computeType(b);
                       o.copy_(at::convolution(computeType(x), computeType(w), bias_opt, s, p, d,
                                               transposed, op, groups));
-                    }};
+                    }, {o}};
   });
 }
 NPU_ATEN_OP(Convolution);
@@ -58,7 +58,7 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
                       if (gi.defined()) gi.copy_(rgi);
                       if (gw.defined()) gw.copy_(rgw);
                       if (gb.defined()) gb.copy_(rgb);
-                    }};
+                    }, {gi, gw, gb}};
   });
 }
 NPU_ATEN_OP(ConvolutionBackward);

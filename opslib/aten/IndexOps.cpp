@@ -25,7 +25,7 @@ extern "C" NOP_API aclnnStatus aclnnEmbeddingGetWorkspaceSize(const aclTensor* w
     return Prepared{{w, i}, [=]() mutable {
                       at::Tensor rows = o.view({-1, w.size(1)});
                       at::cpu::index_select_out(rows, w, 0, i.reshape(-1));
-                    }};
+                    }, {o}};
   });
 }
 NPU_ATEN_OP(Embedding);
@@ -39,7 +39,7 @@ extern "C" NOP_API aclnnStatus aclnnEmbeddingDenseBackwardGetWorkspaceSize(
     return Prepared{{g, i}, [=]() mutable {
                       o.copy_(at::cpu::embedding_dense_backward(g, i, numWeights, paddingIdx,
                                                                 scaleGradByFreq));
-                    }};
+                    }, {o}};
   });
 }
 NPU_ATEN_OP(EmbeddingDenseBackward);
@@ -52,7 +52,7 @@ extern "C" NOP_API aclnnStatus aclnnIndexSelectGetWorkspaceSize(const aclTensor*
   return prepareOp("aclnnIndexSelect", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self"), i = requiredTensor(index, "index");
     at::Tensor o = requiredTensor(out, "out");
-    return Prepared{{a, i}, [=]() mutable { at::cpu::index_select_out(o, a, dim, i); }};
+    return Prepared{{a, i}, [=]() mutable { at::cpu::index_select_out(o, a, dim, i); }, {o}};
   });
 }
 NPU_ATEN_OP(IndexSelect);
@@ -64,7 +64,7 @@ extern "C" NOP_API aclnnStatus aclnnGatherGetWorkspaceSize(const aclTensor* self
   return prepareOp("aclnnGather", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self"), i = requiredTensor(index, "index");
     at::Tensor o = requiredTensor(out, "out");
-    return Prepared{{a, i}, [=]() mutable { at::cpu::gather_out(o, a, dim, i, false); }};
+    return Prepared{{a, i}, [=]() mutable { at::cpu::gather_out(o, a, dim, i, false); }, {o}};
   });
 }
 NPU_ATEN_OP(Gather);
@@ -77,7 +77,7 @@ NPU_ATEN_OP(Gather);
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                                \
       at::Tensor a = requiredTensor(self, "self"), i = requiredTensor(index, "index");            \
       at::Tensor s = requiredTensor(src, "src"), o = requiredTensor(out, "out");                  \
-      return Prepared{{a, i, s}, [=]() mutable { at::cpu::fn(o, a, dim, i, s); }};                \
+      return Prepared{{a, i, s}, [=]() mutable { at::cpu::fn(o, a, dim, i, s); }, {o}};                \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)
@@ -92,7 +92,7 @@ extern "C" NOP_API aclnnStatus aclnnScatterValueGetWorkspaceSize(
     at::Tensor a = requiredTensor(self, "self"), i = requiredTensor(index, "index");
     at::Tensor o = requiredTensor(out, "out");
     at::Scalar v = hostScalar(value);
-    return Prepared{{a, i}, [=]() mutable { at::cpu::scatter_out(o, a, dim, i, v); }};
+    return Prepared{{a, i}, [=]() mutable { at::cpu::scatter_out(o, a, dim, i, v); }, {o}};
   });
 }
 NPU_ATEN_OP(ScatterValue);
@@ -108,7 +108,7 @@ extern "C" NOP_API aclnnStatus aclnnIndexPutImplGetWorkspaceSize(
     for (const auto& i : idx.vec()) described.push_back(i.value_or(at::Tensor()));
     return Prepared{described, [=]() mutable {
                       at::cpu::_index_put_impl_(a, idx, v, accumulate, unsafe);
-                    }};
+                    }, {a}};
   });
 }
 NPU_ATEN_OP(IndexPutImpl);

@@ -32,7 +32,7 @@ at::Tensor wide(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t;
         } else {                                                                                 \
           at::cpu::fn##_out(o, a, b);                                                            \
         }                                                                                        \
-      }};                                                                                        \
+      }, {o}};                                                                                  \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name)
@@ -56,7 +56,7 @@ NPU_MATMUL_OP(BatchMatMul, bmm);
                         } else {                                                                 \
                           at::cpu::fn##_out(o, s, a, b, be, al);                                 \
                         }                                                                        \
-                      }};                                                                        \
+                      }, {o}};                                                                                   \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name)

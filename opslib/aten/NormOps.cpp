@@ -59,7 +59,7 @@ extern "C" NOP_API aclnnStatus aclnnBatchNormGetWorkspaceSize(
                       o.copy_(ro);
                       sm.copy_(rsm);
                       si.copy_(rsi);
-                    }};
+                    }, {o, sm, si, rm, rv}};
   });
 }
 NPU_ATEN_OP(BatchNorm);
@@ -82,7 +82,7 @@ extern "C" NOP_API aclnnStatus aclnnBatchNormBackwardGetWorkspaceSize(
                       copyIfWanted(gi, rgi);
                       copyIfWanted(gw, rgw);
                       copyIfWanted(gb, rgb);
-                    }};
+                    }, {gi, gw, gb}};
   });
 }
 NPU_ATEN_OP(BatchNormBackward);
@@ -102,7 +102,7 @@ extern "C" NOP_API aclnnStatus aclnnLayerNormGetWorkspaceSize(
                       o.copy_(ro);
                       m.copy_(rm);
                       r.copy_(rr);
-                    }};
+                    }, {o, m, r}};
   });
 }
 NPU_ATEN_OP(LayerNorm);
@@ -125,7 +125,7 @@ extern "C" NOP_API aclnnStatus aclnnLayerNormBackwardGetWorkspaceSize(
                       copyIfWanted(gi, rgi);
                       copyIfWanted(gw, rgw);
                       copyIfWanted(gb, rgb);
-                    }};
+                    }, {gi, gw, gb}};
   });
 }
 NPU_ATEN_OP(LayerNormBackward);

@@ -28,7 +28,7 @@ extern "C" NOP_API aclnnStatus aclnnMaxPool2dWithIndicesGetWorkspaceSize(
     auto d = intArray(dilation);
     return Prepared{{x}, [=]() mutable {
                       at::cpu::max_pool2d_with_indices_out(o, i, x, k, s, p, d, ceilMode);
-                    }};
+                    }, {o, i}};
   });
 }
 NPU_ATEN_OP(MaxPool2dWithIndices);
@@ -45,7 +45,7 @@ extern "C" NOP_API aclnnStatus aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize
     auto d = intArray(dilation);
     return Prepared{{g, x, i}, [=]() mutable {
                       at::cpu::max_pool2d_with_indices_backward_out(gi, g, x, k, s, p, d, ceilMode, i);
-                    }};
+                    }, {gi}};
   });
 }
 NPU_ATEN_OP(MaxPool2dWithIndicesBackward);
@@ -61,7 +61,7 @@ extern "C" NOP_API aclnnStatus aclnnAvgPool2dGetWorkspaceSize(
     return Prepared{{x}, [=]() mutable {
                       at::cpu::avg_pool2d_out(o, x, k, s, p, ceilMode, countIncludePad,
                                               divisor(divisorOverride));
-                    }};
+                    }, {o}};
   });
 }
 NPU_ATEN_OP(AvgPool2d);
@@ -78,7 +78,7 @@ extern "C" NOP_API aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
     return Prepared{{g, x}, [=]() mutable {
                       at::cpu::avg_pool2d_backward_out(gi, g, x, k, s, p, ceilMode, countIncludePad,
                                                        divisor(divisorOverride));
-                    }};
+                    }, {gi}};
   });
 }
 NPU_ATEN_OP(AvgPool2dBackward);
@@ -89,7 +89,7 @@ extern "C" NOP_API aclnnStatus aclnnAdaptiveAvgPool2dGetWorkspaceSize(
   return prepareOp("aclnnAdaptiveAvgPool2d", workspaceSize, executor, [&] {
     at::Tensor x = requiredTensor(self, "self"), o = requiredTensor(out, "out");
     auto size = intArray(outputSize);
-    return Prepared{{x}, [=]() mutable { o.copy_(at::cpu::_adaptive_avg_pool2d(x, size)); }};
+    return Prepared{{x}, [=]() mutable { o.copy_(at::cpu::_adaptive_avg_pool2d(x, size)); }, {o}};
   });
 }
 NPU_ATEN_OP(AdaptiveAvgPool2d);
@@ -102,7 +102,7 @@ extern "C" NOP_API aclnnStatus aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize(
     at::Tensor gi = requiredTensor(gradInput, "gradInput");
     return Prepared{{g, x}, [=]() mutable {
                       gi.copy_(at::cpu::_adaptive_avg_pool2d_backward(g, x));
-                    }};
+                    }, {gi}};
   });
 }
 NPU_ATEN_OP(AdaptiveAvgPool2dBackward);

@@ -27,7 +27,7 @@ extern "C" NOP_API aclnnStatus aclnnInplaceUniformGetWorkspaceSize(
     aclOpExecutor** executor) {
   return prepareOp("aclnnInplaceUniform", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self");
-    return Prepared{{a}, [=]() mutable { at::cpu::uniform_(a, from, to, engine(seed, offset)); }};
+    return Prepared{{a}, [=]() mutable { at::cpu::uniform_(a, from, to, engine(seed, offset)); }, {a}};
   });
 }
 NPU_ATEN_OP(InplaceUniform);
@@ -37,7 +37,7 @@ extern "C" NOP_API aclnnStatus aclnnInplaceNormalGetWorkspaceSize(
     aclOpExecutor** executor) {
   return prepareOp("aclnnInplaceNormal", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self");
-    return Prepared{{a}, [=]() mutable { at::cpu::normal_(a, mean, std, engine(seed, offset)); }};
+    return Prepared{{a}, [=]() mutable { at::cpu::normal_(a, mean, std, engine(seed, offset)); }, {a}};
   });
 }
 NPU_ATEN_OP(InplaceNormal);
@@ -47,7 +47,7 @@ extern "C" NOP_API aclnnStatus aclnnInplaceBernoulliGetWorkspaceSize(
     aclOpExecutor** executor) {
   return prepareOp("aclnnInplaceBernoulli", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self");
-    return Prepared{{a}, [=]() mutable { at::cpu::bernoulli_(a, p, engine(seed, offset)); }};
+    return Prepared{{a}, [=]() mutable { at::cpu::bernoulli_(a, p, engine(seed, offset)); }, {a}};
   });
 }
 NPU_ATEN_OP(InplaceBernoulli);
@@ -69,7 +69,7 @@ extern "C" NOP_API aclnnStatus aclnnDropoutGetWorkspaceSize(const aclTensor* inp
                       m.copy_(draw);
                       at::cpu::mul_out(o, x, draw);
                       o.mul_(keep == 0 ? 0.0 : 1.0 / keep);
-                    }};
+                    }, {o, m}};
   });
 }
 NPU_ATEN_OP(Dropout);
@@ -82,7 +82,7 @@ extern "C" NOP_API aclnnStatus aclnnDropoutBackwardGetWorkspaceSize(
     at::Tensor gi = requiredTensor(gradInput, "gradInput");
     return Prepared{{g, m}, [=]() mutable {
                       gi.copy_(at::cpu::native_dropout_backward(g, m, scale));
-                    }};
+                    }, {gi}};
   });
 }
 NPU_ATEN_OP(DropoutBackward);
@@ -96,7 +96,7 @@ extern "C" NOP_API aclnnStatus aclnnArangeGetWorkspaceSize(const aclScalar* star
   return prepareOp("aclnnArange", workspaceSize, executor, [&] {
     at::Scalar s = hostScalar(start), e = hostScalar(end), st = hostScalar(step);
     at::Tensor o = requiredTensor(out, "out");
-    return Prepared{{}, [=]() mutable { at::cpu::arange_out(o, s, e, st); }};
+    return Prepared{{}, [=]() mutable { at::cpu::arange_out(o, s, e, st); }, {o}};
   });
 }
 NPU_ATEN_OP(Arange);

@@ -39,7 +39,7 @@ extern "C" NOP_API aclnnStatus aclnnReduceSumGetWorkspaceSize(const aclTensor* s
     const at::ScalarType type = toScalarType(static_cast<aclDataType>(dtype));
     return Prepared{{a}, [a, o, dims, keepDim, type]() mutable {
                       at::cpu::sum_out(o, a, asRef(dims), keepDim, type);
-                    }};
+                    }, {o}};
   });
 }
 NPU_ATEN_OP(ReduceSum);
@@ -54,7 +54,7 @@ extern "C" NOP_API aclnnStatus aclnnMeanGetWorkspaceSize(const aclTensor* self, 
     const at::ScalarType type = toScalarType(static_cast<aclDataType>(dtype));
     return Prepared{{a}, [a, o, dims, keepDim, type]() mutable {
                       at::cpu::mean_out(o, a, asRef(dims), keepDim, type);
-                    }};
+                    }, {o}};
   });
 }
 NPU_ATEN_OP(Mean);
@@ -67,7 +67,8 @@ NPU_ATEN_OP(Mean);
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                                \
       at::Tensor a = requiredTensor(self, "self");                                                \
       at::Tensor v = requiredTensor(values, "values"), i = requiredTensor(indices, "indices");     \
-      return Prepared{{a}, [a, v, i, dim, keepDim]() mutable { at::cpu::fn##_out(v, i, a, dim, keepDim); }}; \
+      return Prepared{{a}, [a, v, i, dim, keepDim]() mutable { at::cpu::fn##_out(v, i, a, dim, keepDim); }, \
+                      {v, i}};                                                                    \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)
@@ -81,7 +82,7 @@ NPU_REDUCE_DIM_OP(MinDim, min);
       const aclTensor* self, aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor) { \
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                                \
       at::Tensor a = requiredTensor(self, "self"), o = requiredTensor(out, "out");                \
-      return Prepared{{a}, [a, o]() mutable { at::cpu::fn##_out(o, a); }};                        \
+      return Prepared{{a}, [a, o]() mutable { at::cpu::fn##_out(o, a); }, {o}};                        \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)
@@ -97,7 +98,7 @@ NPU_REDUCE_ALL_OP(Min, min);
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                                 \
       at::Tensor a = requiredTensor(self, "self"), o = requiredTensor(out, "out");                 \
       std::optional<int64_t> d = reduceAll ? std::nullopt : std::optional<int64_t>(dim);           \
-      return Prepared{{a}, [a, o, d, keepDim]() mutable { at::cpu::fn##_out(o, a, d, keepDim); }}; \
+      return Prepared{{a}, [a, o, d, keepDim]() mutable { at::cpu::fn##_out(o, a, d, keepDim); }, {o}}; \
     });                                                                                            \
   }                                                                                                \
   NPU_ATEN_OP(Name)
@@ -115,7 +116,7 @@ NPU_ARG_REDUCE_OP(ArgMin, argmin);
       auto dims = optionalDims(dim);                                                              \
       return Prepared{{a}, [a, o, dims, correction, keepDim]() mutable {                          \
                         at::cpu::fn##_out(o, a, asRef(dims), at::Scalar(correction), keepDim);    \
-                      }};                                                                         \
+                      }, {o}};                                                                         \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)

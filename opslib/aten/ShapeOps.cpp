@@ -13,7 +13,7 @@ extern "C" NOP_API aclnnStatus aclnnCatGetWorkspaceSize(const aclTensorList* ten
   return prepareOp("aclnnCat", workspaceSize, executor, [&] {
     std::vector<at::Tensor> inputs = hostTensors(tensors);
     at::Tensor o = requiredTensor(out, "out");
-    return Prepared{inputs, [=]() mutable { at::cpu::cat_out(o, inputs, dim); }};
+    return Prepared{inputs, [=]() mutable { at::cpu::cat_out(o, inputs, dim); }, {o}};
   });
 }
 NPU_ATEN_OP(Cat);
@@ -27,7 +27,7 @@ extern "C" NOP_API aclnnStatus aclnnSWhereGetWorkspaceSize(const aclTensor* cond
   return prepareOp("aclnnSWhere", workspaceSize, executor, [&] {
     at::Tensor c = requiredTensor(condition, "condition"), a = requiredTensor(self, "self");
     at::Tensor b = requiredTensor(other, "other"), o = requiredTensor(out, "out");
-    return Prepared{{c, a, b}, [=]() mutable { at::cpu::where_out(o, c, a, b); }};
+    return Prepared{{c, a, b}, [=]() mutable { at::cpu::where_out(o, c, a, b); }, {o}};
   });
 }
 NPU_ATEN_OP(SWhere);
@@ -40,7 +40,7 @@ extern "C" NOP_API aclnnStatus aclnnMaskedFillScalarGetWorkspaceSize(aclTensor* 
   return prepareOp("aclnnMaskedFillScalar", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self"), m = requiredTensor(mask, "mask");
     at::Scalar v = hostScalar(value);
-    return Prepared{{a, m}, [=]() mutable { at::cpu::masked_fill_(a, m, v); }};
+    return Prepared{{a, m}, [=]() mutable { at::cpu::masked_fill_(a, m, v); }, {a}};
   });
 }
 NPU_ATEN_OP(MaskedFillScalar);
@@ -54,7 +54,7 @@ extern "C" NOP_API aclnnStatus aclnnMaskedFillTensorGetWorkspaceSize(aclTensor* 
   return prepareOp("aclnnMaskedFillTensor", workspaceSize, executor, [&] {
     at::Tensor a = requiredTensor(self, "self"), m = requiredTensor(mask, "mask");
     at::Tensor v = requiredTensor(value, "value");
-    return Prepared{{a, m, v}, [=]() mutable { at::cpu::masked_fill_(a, m, v); }};
+    return Prepared{{a, m, v}, [=]() mutable { at::cpu::masked_fill_(a, m, v); }, {a}};
   });
 }
 NPU_ATEN_OP(MaskedFillTensor);

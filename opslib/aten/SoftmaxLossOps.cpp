@@ -28,7 +28,7 @@ at::Tensor wide(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t;
     return prepareOp("aclnn" #Name, workspaceSize, executor, [&] {                                \
       at::Tensor a = requiredTensor(self, "self"), o = requiredTensor(out, "out");                \
       const bool half_to_float = a.scalar_type() != o.scalar_type();                             \
-      return Prepared{{a}, [=]() mutable { at::cpu::fn##_out(o, a, dim, half_to_float); }};       \
+      return Prepared{{a}, [=]() mutable { at::cpu::fn##_out(o, a, dim, half_to_float); }, {o}};       \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)
@@ -45,7 +45,7 @@ NPU_SOFTMAX_OP(LogSoftmax, _log_softmax);
       at::Tensor g = requiredTensor(gradOutput, "gradOutput"), y = requiredTensor(output, "output"); \
       at::Tensor gi = requiredTensor(gradInput, "gradInput");                                     \
       const at::ScalarType type = toScalarType(static_cast<aclDataType>(inputDtype));             \
-      return Prepared{{g, y}, [=]() mutable { at::cpu::fn##_out(gi, g, y, dim, type); }};         \
+      return Prepared{{g, y}, [=]() mutable { at::cpu::fn##_out(gi, g, y, dim, type); }, {gi}};         \
     });                                                                                           \
   }                                                                                               \
   NPU_ATEN_OP(Name)
@@ -72,7 +72,7 @@ extern "C" NOP_API aclnnStatus aclnnNLLLossGetWorkspaceSize(
                       auto [loss, total] = at::cpu::nll_loss_forward(wide(x), t, wo, reduction, ignoreIndex);
                       o.copy_(loss);
                       tw.copy_(total);
-                    }};
+                    }, {o, tw}};
   });
 }
 NPU_ATEN_OP(NLLLoss);
@@ -90,7 +90,7 @@ extern "C" NOP_API aclnnStatus aclnnNLLLossBackwardGetWorkspaceSize(
                       std::optional<at::Tensor> wo;
                       if (w.defined()) wo = w;
                       at::cpu::nll_loss_backward_out(gi, g, x, t, wo, reduction, ignoreIndex, tw);
-                    }};
+                    }, {gi}};
   });
 }
 NPU_ATEN_OP(NLLLossBackward);
@@ -105,7 +105,7 @@ extern "C" NOP_API aclnnStatus aclnnMseLossGetWorkspaceSize(const aclTensor* sel
     at::Tensor o = requiredTensor(out, "out");
     // The out= kernel uses out as scratch of the input's size before reducing: compute the
     // (small, reduced) result separately (float16 / bfloat16 in float32).
-    return Prepared{{x, t}, [=]() mutable { o.copy_(at::cpu::mse_loss(wide(x), wide(t), reduction)); }};
+    return Prepared{{x, t}, [=]() mutable { o.copy_(at::cpu::mse_loss(wide(x), wide(t), reduction)); }, {o}};
   });
 }
 NPU_ATEN_OP(MseLoss);
@@ -118,7 +118,7 @@ extern "C" NOP_API aclnnStatus aclnnMseLossBackwardGetWorkspaceSize(
     at::Tensor t = requiredTensor(target, "target"), gi = requiredTensor(gradInput, "gradInput");
     return Prepared{{g, x, t}, [=]() mutable {
                       at::cpu::mse_loss_backward_out(gi, g, x, t, reduction);
-                    }};
+                    }, {gi}};
   });
 }
 NPU_ATEN_OP(MseLossBackward);

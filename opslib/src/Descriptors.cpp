@@ -9,6 +9,7 @@
 
 #include "DataTypes.h"
 #include "Error.h"
+#include "OperandHooks.h"
 #include "npu/format_layout.h"
 
 using npu::opslib::Fail;
@@ -202,6 +203,7 @@ aclScalar* aclCreateScalar(void* value, aclDataType dataType) {
           scalar->value.i64 = static_cast<int64_t>(element);
         } else {
           scalar->value.f64 = npu::opslib::Convert<double>(element);
+          if (!std::isfinite(scalar->value.f64)) npu::opslib::NoteNonFiniteScalar();
         }
       }
     });

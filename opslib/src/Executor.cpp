@@ -40,7 +40,9 @@ int RunExecutor(void* data) {
   std::unique_ptr<aclOpExecutor> executor(static_cast<aclOpExecutor*>(data));
   std::string reason;
   try {
+    KernelWatch watch(*executor);
     executor->Run(executor->workspace, executor->workspace_size);
+    watch.AfterKernel();
     return 0;
   } catch (const std::exception& e) {
     reason = e.what();
@@ -65,6 +67,7 @@ struct UserData {
 }  // namespace
 
 aclOpExecutor* RegisterExecutor(std::unique_ptr<aclOpExecutor> executor) {
+  NoteExecutorCreated();
   LiveExecutors& live = Live();
   std::lock_guard<std::mutex> lock(live.mu);
   live.set.insert(executor.get());
@@ -103,6 +106,11 @@ aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize, aclOpEx
       }
     }
     owned->launch_tag = npu::opslib::LaunchTag();
+    if (owned->operands) {
+      int32_t stream_device = owned->device;
+      nrtStreamGetDevice(stream, &stream_device);
+      npu::opslib::RecordLaunch(*owned, stream, stream_device);
+    }
     owned->workspace = workspace;
     owned->workspace_size = workspaceSize;
     if (nrtActivityIsEnabled()) nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, owned->op_name.c_str(), 0);

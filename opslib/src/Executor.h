@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "npu/opslib.h"
+#include "OperandHooks.h"
 
 struct aclOpExecutor {
   aclOpExecutor(std::string name, int32_t operand_device)
@@ -27,6 +28,8 @@ struct aclOpExecutor {
   std::string launch_tag;
   void* workspace = nullptr;
   uint64_t workspace_size = 0;
+  // Only while a dump or overflow detection watches the ops (OperandHooks.h); null otherwise.
+  std::unique_ptr<npu::opslib::OperandRecord> operands;
 };
 
 namespace npu::opslib {

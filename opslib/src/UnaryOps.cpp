@@ -180,6 +180,7 @@ aclnnStatus UnaryGetWorkspaceSize(const char* op, UnaryKind kind, const aclTenso
 
   const aclTensor* inputs[] = {self};
   *executor = MakeUnaryExecutor(op, device, kind, out->dtype, MakeElementwisePlan(*out, inputs));
+  if (OperandHooksActive()) RecordOperands(*executor, inputs, {&out, 1});
   *workspace_size = 0;
   out->written = true;
   return ACLNN_SUCCESS;

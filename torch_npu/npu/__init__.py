@@ -119,11 +119,16 @@ from torch_npu.npu.profiler import (  # noqa: E402  (seed-era E2E profilers: tor
     profile,
     profileConfig,
 )
+from torch_npu.npu import dump as _dump  # noqa: E402
+from torch_npu.npu.dump import finalize_dump, init_dump, set_dump  # noqa: E402
+from torch_npu.npu.utils import clear_npu_overflow_flag, get_npu_overflow_flag, npu_check_overflow  # noqa: E402
 from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)
 
 # `import torch.npu.amp` / `from torch.npu.amp import GradScaler` find this module instead of loading a
 # second copy under another name.
 _sys.modules.setdefault("torch.npu.amp", amp)
+_sys.modules.setdefault("torch.npu.utils", utils)
+_dump._from_env()
 
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -157,6 +157,28 @@ NOP_API aclOpExecutor* aclnnCreateExecutor(const char* opName, aclnnKernelFn ker
 // Frees an executor that will not be launched (e.g. its workspace could not be allocated).
 NOP_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor);
 
+// ---- Operand hooks: the data dump and overflow detection see an op's tensors through its
+// executor. Built-in ops declare them; an op package declares its own with
+// aclnnSetExecutorOperands (cheap to skip while aclnnOperandHooksActive() is 0). Descriptors are
+// copied; NULL entries are skipped. An op given an inf/nan scalar is not judged for overflow.
+NOP_API int aclnnOperandHooksActive(void);
+NOP_API aclnnStatus aclnnSetExecutorOperands(aclOpExecutor* executor, const aclTensor* const* inputs,
+                                             uint64_t inputNum, const aclTensor* const* outputs,
+                                             uint64_t outputNum);
+
+// ---- Data dump (ACL's op dump): while a session runs, every op launched (or those named in
+// opNames, by type "Add" or launch name "aclnnAdd") writes one file when it runs on its stream,
+// {dumpPath}/{YYYYmmddHHMMSS}/{device}/0/0/{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp},
+// with its inputs, outputs or both (format: docs/accuracy.md). Stop after synchronising so that
+// every launched op has written; ops launched before the stop still write.
+typedef enum { ACLNN_DUMP_OUTPUT = 0, ACLNN_DUMP_INPUT = 1, ACLNN_DUMP_ALL = 2 } aclnnDumpMode;
+NOP_API aclnnStatus aclnnDumpStart(const char* dumpPath, aclnnDumpMode mode, const char* const* opNames,
+                                   uint64_t opNameNum);
+// ACLNN_ERR_INNER if a file could not be written (the message names it); the session ends anyway.
+NOP_API aclnnStatus aclnnDumpStop(void);
+NOP_API const char* aclnnDumpDirectory(void);  // the current or last session's directory, or ""
+NOP_API uint64_t aclnnDumpFileCount(void);     // files it has written so far
+
 // ---- Built-in ops (elementwise). Inputs broadcast to `out`'s shape (NumPy rules); inputs of any
 // supported dtype are converted to the compute type of `out` (float for FLOAT16/BF16 outputs);
 // supported dtypes: FLOAT, FLOAT16, BF16, DOUBLE, INT8, UINT8, INT16, INT32, INT64, BOOL.

@@ -110,6 +110,19 @@ NRT_API nrtError_t nrtEventQuery(nrtEvent_t event);        // NRT_SUCCESS or NRT
 NRT_API nrtError_t nrtEventElapsedTime(float* ms, nrtEvent_t start, nrtEvent_t end);
 NRT_API nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event);
 
+// Overflow status: the float status register of the software NPU. While detection is on, kernels
+// that produce inf/nan from finite inputs raise their device's flag (nrtRaiseOverflowStatus); it
+// stays raised until reset. Reads and resets run in stream order, like the register's ops on a
+// real device. Detection is off unless NPU_SIM_OVERFLOW_CHECK=1 or nrtSetOverflowDetection(1).
+NRT_API nrtError_t nrtSetOverflowDetection(int enable);  // process-wide
+NRT_API int nrtOverflowDetectionEnabled(void);           // cheap: kernels ask before checking
+// Raises the current device's flag (in a host function: its stream's device).
+NRT_API nrtError_t nrtRaiseOverflowStatus(void);
+// Writes the stream's device status into `size` bytes (>= 4) of device memory at `output`, as
+// float32 words: word 0 is 1.0 after an overflow, everything else 0.
+NRT_API nrtError_t nrtGetOverflowStatus(void* output, size_t size, nrtStream_t stream);
+NRT_API nrtError_t nrtResetOverflowStatus(nrtStream_t stream);
+
 // Errors and logging (ASCEND_GLOBAL_LOG_LEVEL 0 debug .. 3 error; ASCEND_SLOG_PRINT_TO_STDOUT=1).
 NRT_API const char* nrtGetRecentErrMsg(void);  // thread-local; "" when none
 NRT_API const char* nrtGetErrorName(nrtError_t error);

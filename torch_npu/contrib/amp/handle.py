@@ -159,6 +159,12 @@ def scale_loss(loss: torch.Tensor, optimizers, loss_id: int = 0, model=None, del
         raise ValueError(f"amp.scale_loss: loss_id {loss_id} out of range; amp.initialize(num_losses=...) set up "
                          f"{len(_amp_state.loss_scalers)} loss scalers")
     scaler = _amp_state.loss_scalers[loss_id]
+    # With overflow detection on, the device's float status also counts: it sees inf/nan produced
+    # anywhere in the backward, as apex's check on Ascend does.
+    status_device = loss.device if loss.device.type == "npu" and torch.npu.utils.is_overflow_detection_enabled() \
+        else None
+    if status_device is not None:
+        torch.npu.clear_npu_overflow_flag(status_device)
     yield loss.float() * scaler.loss_scale()
     if delay_unscale:
         return
@@ -167,6 +173,8 @@ def scale_loss(loss: torch.Tensor, optimizers, loss_id: int = 0, model=None, del
         for device, flag in scaler.unscale(o._amp_stash.grads_to_unscale()).items():
             found[device] = flag if device not in found else found[device] + flag
     overflow = any(bool(flag.item()) for flag in found.values())
+    if status_device is not None:
+        overflow = torch.npu.get_npu_overflow_flag(status_device) or overflow
     scaler.update_scale(overflow)
     if overflow:
         for o in optimizer_list:
