@@ -8,6 +8,7 @@ from torch_npu.npu.device import (
     device_count,
     device_of,
     get_device_name,
+    get_device_properties,
     init,
     is_available,
     is_initialized,

@@ -1,8 +1,14 @@
-"""Device selection and synchronisation for npu."""
+"""Device selection, synchronisation and device properties for npu."""
+
+import os
+from dataclasses import dataclass
 
 import torch
 
 from torch_npu import _C
+
+# Set by torch_npu.contrib.transfer_to_npu: CUDA code's "cuda" / torch.device("cuda", N) then name npu devices.
+_cuda_is_npu = False
 
 
 def _index(dev=None, optional=True) -> int:
@@ -12,6 +18,8 @@ def _index(dev=None, optional=True) -> int:
     if isinstance(dev, str):
         dev = torch.device(dev)
     if isinstance(dev, torch.device):
+        if dev.type == "cuda" and _cuda_is_npu:
+            dev = torch.device("npu", dev.index)
         if dev.type != "npu":
             raise ValueError(f"expected an npu device, got {dev}")
         return _C._current_device() if dev.index is None else dev.index
@@ -62,6 +70,26 @@ def synchronize(dev=None) -> None:
 def get_device_name(dev=None) -> str:
     _C._check_device(_index(dev))
     return "Software NPU (simnpu)"
+
+
+@dataclass(frozen=True)
+class _NPUDeviceProperties:
+    """What torch.npu.get_device_properties returns (torch_npu's fields)."""
+
+    name: str
+    total_memory: int
+    cube_core_num: int
+    vector_core_num: int
+    L2_cache_size: int
+
+
+def get_device_properties(dev=None) -> _NPUDeviceProperties:
+    """Name and capacity (NPU_SIM_MEMORY) of an npu; the software NPU computes on the host's cores."""
+    idx = _index(dev)
+    _C._check_device(idx)
+    cores = os.cpu_count() or 1
+    return _NPUDeviceProperties(name=get_device_name(idx), total_memory=torch.accelerator.get_memory_info(idx)[1],
+                                cube_core_num=cores, vector_core_num=cores, L2_cache_size=0)
 
 
 class device:
