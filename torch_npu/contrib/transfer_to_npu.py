@@ -175,18 +175,17 @@ def _patch_profiler(p: _Patches) -> None:
 
 def _report(p: _Patches) -> str:
     s = p.summary
-    factories = [n for n in s.get("devices", []) if n.startswith("torch.")]
-    lines = ["torch_npu.contrib.transfer_to_npu: CUDA code now runs on npu",
-             f"  torch.cuda -> torch.npu: {len(s.get('torch.cuda', []))} names ({', '.join(s.get('torch.cuda', [])[:6])}, "
-             "...); torch.cuda.nvtx, torch.backends.cudnn and torch.version.cuda are left as they are",
-             f"  methods: {', '.join(s.get('methods', []))}",
-             f"  \"cuda\" / torch.device(\"cuda\", N) / N in device arguments of {len(factories)} factories "
-             f"({', '.join(factories[:4])}, ...), "
-             + ", ".join(n for n in s.get("devices", []) if not n.startswith("torch.") or "load" in n),
-             f"  amp: {', '.join(s.get('amp', []))}"]
+    factories = sum(n.startswith("torch.") and "load" not in n for n in s.get("devices", []))
+    lines = ["torch_npu.contrib.transfer_to_npu: CUDA code runs on npu",
+             f"  torch.cuda.* -> torch.npu.* ({len(s.get('torch.cuda', []))} names; torch.cuda.nvtx, "
+             "torch.backends.cudnn and torch.version.cuda are left as they are)",
+             "  Tensor.cuda / is_cuda, Module.cuda, storage .cuda() -> npu",
+             f"  \"cuda\" devices -> npu in {factories} tensor factories, Tensor.to / new_*, Module.to, torch.load, "
+             "DataLoader, torch.autocast, torch.amp.GradScaler"]
     if s.get("distributed"):
-        lines.append(f"  nccl -> hccl and cuda -> npu: {', '.join(s['distributed'])}")
-    lines.append(f"  profiler: {', '.join(s.get('profiler', []))}")
+        lines.append("  nccl -> hccl in init_process_group / new_group / Backend; DDP device_ids, "
+                     "init_device_mesh(\"cuda\") -> npu")
+    lines.append("  profiler: ProfilerActivity.CUDA and use_cuda=True record npu activity")
     lines.append("  torch.jit.script keeps working; torch_npu.contrib.transfer_to_npu.undo() reverts all of this")
     return "\n".join(lines)
 

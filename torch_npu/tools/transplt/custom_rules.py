@@ -89,15 +89,23 @@ class CustomRulePass(ch.Pass):
             if module == rule.old_module or module.startswith(rule.old_module + "."):
                 new = rule.new_module + module[len(rule.old_module):]
                 self.record(original, ch.CUSTOM_RULE, f"ModuleNameModifyRule: from {module} -> from {new}")
-                return updated.with_changes(module=expr(new))
-            if module == rule.parent_module and not isinstance(updated.names, cst.ImportStar):
-                names = []
-                for alias in updated.names:
-                    if isinstance(alias.name, cst.Name) and alias.name.value == rule.old_name:
-                        alias = alias.with_changes(name=cst.Name(rule.new_name),
-                                                   asname=alias.asname or cst.AsName(name=cst.Name(rule.old_name)))
-                        self.record(original, ch.CUSTOM_RULE,
-                                    f"ModuleNameModifyRule: from {module} import {rule.old_name} -> {rule.new_name}")
-                    names.append(alias)
-                updated = updated.with_changes(names=names)
-        return updated
+                updated = updated.with_changes(module=expr(new))
+                break
+        if isinstance(updated.names, cst.ImportStar):
+            return updated
+        names = []
+        for alias in updated.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else None
+            for rule in self.rules.modules:
+                if module == rule.parent_module and name == rule.old_name:
+                    alias = alias.with_changes(name=cst.Name(rule.new_name),
+                                               asname=alias.asname or cst.AsName(name=cst.Name(rule.old_name)))
+                    self.record(original, ch.CUSTOM_RULE,
+                                f"ModuleNameModifyRule: from {module} import {rule.old_name} -> {rule.new_name}")
+            for rule in self.rules.func_names:
+                old_module, _, old_func = rule.old_name.rpartition(".")
+                if name == old_func and (not old_module or old_module == module) and "." not in rule.new_name:
+                    alias = alias.with_changes(name=cst.Name(rule.new_name))
+                    self.record(original, ch.CUSTOM_RULE, f"FuncNameModifyRule: import {name} -> {rule.new_name}")
+            names.append(alias)
+        return updated.with_changes(names=names)

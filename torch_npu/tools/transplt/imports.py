@@ -82,6 +82,9 @@ def add(module: cst.Module, needs: set[str], after_torch: list[str] = ()) -> tup
                          len(body))
         last_import = max([i for i in range(max(first_def, at + 1)) if _imports_of(body[i])] + [at])
         for k, statement in enumerate(after_torch):
-            body.insert(last_import + 1 + k, cst.parse_statement(statement))
+            node = cst.parse_statement(statement)
+            if k == 0:  # set apart from the imports
+                node = node.with_changes(leading_lines=[cst.EmptyLine()])
+            body.insert(last_import + 1 + k, node)
         inserted += [s.strip().splitlines()[0] for s in after_torch]
     return module.with_changes(body=body), inserted

@@ -127,7 +127,8 @@ def _convert_source(job: Job, rel: str, text: str, result: Result, log) -> str:
         at = next((i for i, line in enumerate(text.splitlines(), 1) if line.startswith(("import torch", "from torch"))),
                   1)
         for line in inserted:
-            file_changes.append(ch.Change(rel, at, at, ch.IMPORT, f"added: {line}"))
+            kind = ch.IMPORT if line.startswith("import ") else ch.DISTRIBUTED if job.entry == rel else ch.DEVICE
+            file_changes.append(ch.Change(rel, at, at, kind, f"added: {line}"))
     result.changes += file_changes
     log("INFO", f"{rel}: {len(file_changes)} changes")
     return module.code

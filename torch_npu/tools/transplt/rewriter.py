@@ -21,12 +21,16 @@ class Options:
     index_env: str | None = None
 
 
+_PLACEHOLDERS = ("{}", "%d", "%s", "%i")
+
+
 def _device_string(s: str) -> str | None:
-    """"cuda" / "cuda:N" -> "npu" / "npu:N"; None for anything else."""
+    """"cuda" / "cuda:N" / "cuda:{}" (a format template) -> "npu" / "npu:N" / "npu:{}"; None for anything else."""
     if s == "cuda":
         return "npu"
     head, sep, tail = s.partition(":")
-    if head == "cuda" and sep and tail.isdigit():
+    if head == "cuda" and sep and (tail.isdigit() or tail in _PLACEHOLDERS or
+                                   (tail.startswith("{") and tail.endswith("}") and "{" not in tail[1:])):
         return "npu:" + tail
     return None
 
@@ -64,7 +68,7 @@ class BuiltinRewriter(ch.Pass):
             return updated
         new = _device_string(value)
         if new is not None:
-            if self.options.index_env:
+            if self.options.index_env and new[4:].isdigit():
                 new = "npu"
             self.record(original, ch.DEVICE, f'"{value}" -> "{new}"')
             self.needs.add("torch_npu")
