@@ -76,8 +76,15 @@ def mapping_map_location(fn):
 
     @functools.wraps(fn)
     def wrapped(f, map_location=None, *args, **kwargs):
+        cuda_to_npu = {"cuda": "npu", **{f"cuda:{i}": f"npu:{i}" for i in range(torch.npu.device_count())}}
         if map_location is None:
-            map_location = {"cuda": "npu", **{f"cuda:{i}": f"npu:{i}" for i in range(torch.npu.device_count())}}
+            map_location = cuda_to_npu
+        elif isinstance(map_location, dict):
+            # Keys are the locations saved in the file: keep "cuda:N" keys (and add their npu spelling).
+            mapped = dict(cuda_to_npu)
+            for key, value in map_location.items():
+                mapped[key] = mapped[to_npu(key)] = to_npu(value)
+            map_location = mapped
         else:
             map_location = to_npu(map_location)
         return fn(f, map_location, *args, **kwargs)

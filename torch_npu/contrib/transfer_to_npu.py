@@ -25,6 +25,9 @@ import torch
 import torch_npu
 from torch_npu.contrib import _transfer_devices as _dev
 
+# The module (torch_npu.npu.device is the device class): _index() reads its _cuda_is_npu flag.
+_npu_device_module = sys.modules["torch_npu.npu.device"]
+
 __all__ = ["apply", "undo", "is_applied"]
 
 
@@ -100,7 +103,7 @@ def _patch_cuda_namespace(p: _Patches) -> None:
             if callable(getattr(npu_mod, name)):
                 label = f"{cuda_mod.__name__}.{name}" if cuda_mod is not torch.cuda else name
                 p.set(cuda_mod, name, getattr(npu_mod, name), "torch.cuda", label)
-    torch_npu.npu.device._cuda_is_npu = True
+    _npu_device_module._cuda_is_npu = True
 
 
 def _patch_methods(p: _Patches) -> None:
@@ -204,7 +207,7 @@ def apply(verbose: bool = True) -> None:
         _patch_profiler(p)
     except BaseException:
         p.restore()
-        torch_npu.npu.device._cuda_is_npu = False
+        _npu_device_module._cuda_is_npu = False
         raise
     _patches = p
     if verbose and not _printed and os.environ.get("RANK", "0") == "0":
@@ -218,7 +221,7 @@ def undo() -> None:
     if _patches is None:
         return
     _patches.restore()
-    torch_npu.npu.device._cuda_is_npu = False
+    _npu_device_module._cuda_is_npu = False
     _patches = None
 
 
