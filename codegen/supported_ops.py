@@ -62,7 +62,8 @@ def render() -> str:
     for name in custom:
         short = name[len("npu::"):]
         schema = str(torch._C._dispatch_find_schema_or_throw(name, "").schema()).replace("|", "\\|")
-        out.append(f"| `{short}` | `{schema}` | {'yes' if op_support.has_kernel(name, 'AutogradPrivateUse1') else '-'} | "
+        autograd = 'yes' if op_support.has_kernel(name, 'AutogradPrivateUse1') else '-'
+        out.append(f"| `{short}` | `{schema}` | {autograd} | "
                    f"{'yes' if op_support.has_kernel(name, 'Meta') else '-'} | {'yes' if short in methods else '-'} |")
     out += ["", "## Generic executor", "",
             "Explicitly routed (their default kernels would reach ops that only throw): "

@@ -228,7 +228,8 @@ class BuiltinRewriter(ch.Pass):
         others = [n for n in names if n != "amp"]
         if others or "amp" not in names:
             for n in others:
-                self.record(original, ch.MANUAL, f"apex.{n}: {mappings.manual_note('apex.' + n) or 'no npu counterpart'}")
+                note = mappings.manual_note("apex." + n) or "no npu counterpart"
+                self.record(original, ch.MANUAL, f"apex.{n}: {note}")
             return updated
         self.record(original, ch.AMP, "from apex import amp -> from torch_npu.contrib import amp")
         return updated.with_changes(module=expr("torch_npu.contrib"))
