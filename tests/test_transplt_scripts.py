@@ -29,12 +29,17 @@ def _run(script, *args, transfer=False):
     if t:
         t.apply()
     out = io.StringIO()
+    # Scripts set cuDNN flags, which PyTorch's test utilities (imported by other tests) freeze in this process.
+    allow_flags = getattr(torch.backends, "__allow_nonbracketed_mutation")
+    benchmark = torch.backends.cudnn.benchmark
     try:
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), allow_flags():
             runpy.run_path(script, run_name="__main__")
     finally:
         if t:
             t.undo()
+        with allow_flags():
+            torch.backends.cudnn.benchmark = benchmark
         sys.argv, sys.path[:] = saved[0], saved[1]
         os.chdir(saved[2])
         for name in set(sys.modules) - saved[3]:
