@@ -58,6 +58,19 @@ def _register_custom_ops() -> None:
 _register_custom_ops()
 
 
+from torch_npu import utils  # noqa: E402,F401  (torch_npu.utils.cpp_extension, cmake_prefix_path)
+
+
+def _install_onnx_support() -> None:
+    """npu ops in torch.onnx.export (torch_npu/onnx/): legacy symbolics now, dynamo table at export."""
+    from torch_npu.onnx._hook import install
+
+    install()
+
+
+_install_onnx_support()
+
+
 def _transfer_from_environment() -> None:
     """TORCH_TRANSFER_TO_NPU=1: CUDA code runs on npu without editing it (torch_npu.contrib.transfer_to_npu)."""
     import os
