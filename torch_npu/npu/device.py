@@ -1,7 +1,9 @@
 """Device selection, synchronisation and device properties for npu."""
 
 import os
-from dataclasses import dataclass
+
+import re
+import warnings
 
 import torch
 
@@ -68,28 +70,41 @@ def synchronize(dev=None) -> None:
 
 
 def get_device_name(dev=None) -> str:
+    """The SoC the device reports: NPU_SIM_SOC_VERSION, default "Ascend910B1"."""
     _C._check_device(_index(dev))
-    return "Software NPU (simnpu)"
+    return _C._get_soc_name()
 
 
-@dataclass(frozen=True)
 class _NPUDeviceProperties:
-    """What torch.npu.get_device_properties returns (torch_npu's fields)."""
+    """What torch.npu.get_device_properties() returns (name, total_memory, core counts)."""
 
-    name: str
-    total_memory: int
-    cube_core_num: int
-    vector_core_num: int
-    L2_cache_size: int
+    def __init__(self, name, total_memory, cube_core_num, vector_core_num):
+        self.name = name
+        self.total_memory = total_memory
+        self.cube_core_num = cube_core_num
+        self.vector_core_num = vector_core_num
+
+    def __repr__(self):
+        return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory >> 20}MB, "
+                f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num})")
 
 
 def get_device_properties(dev=None) -> _NPUDeviceProperties:
-    """Name and capacity (NPU_SIM_MEMORY) of an npu; the software NPU computes on the host's cores."""
     idx = _index(dev)
     _C._check_device(idx)
-    cores = os.cpu_count() or 1
-    return _NPUDeviceProperties(name=get_device_name(idx), total_memory=torch.accelerator.get_memory_info(idx)[1],
-                                cube_core_num=cores, vector_core_num=cores, L2_cache_size=0)
+    return _NPUDeviceProperties(*_C._get_device_properties(idx))
+
+
+def get_device_capability(dev=None):
+    """(major, minor) from TORCH_NPU_DEVICE_CAPABILITY ("8.0"), else None: NPUs have no CUDA-style
+    compute capability; the value only serves libraries that ask for one."""
+    text = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY", "")
+    match = re.fullmatch(r"(\d+)\.(\d+)", text.strip())
+    if not match:
+        if text:
+            warnings.warn(f"TORCH_NPU_DEVICE_CAPABILITY={text!r} is not 'major.minor' (e.g. '8.0'); ignored")
+        return None
+    return int(match.group(1)), int(match.group(2))
 
 
 class device:
