@@ -1,7 +1,6 @@
 """Device selection, synchronisation and device properties for npu."""
 
 import os
-
 import re
 import warnings
 

@@ -59,10 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     manual = sum(c.operation == "Manual" for c in result.changes)
-    print(f"converted {result.files} Python files into {result.out_dir}" if not ns.analysis_only else
-          f"analysed {result.files} Python files; results in {result.out_dir}")
-    print(f"  {len(result.changes) - manual} changes, {manual} places for you to change by hand "
-          f"({'unsupported_api.csv' if ns.analysis_only else 'change_list.csv'})")
+    files = f"{result.files} Python file{'s' if result.files != 1 else ''}"
+    print(f"converted {files} into {result.out_dir}" if not ns.analysis_only else
+          f"analysed {files}; results in {result.out_dir}")
+    print(f"  rewritten: {len(result.changes) - manual}; left for you to change by hand: {manual} "
+          f"({'unsupported_api.csv' if ns.analysis_only else 'change_list.csv'}, Operation Type Manual)")
     print(f"  {len(result.unsupported_ops)} calls a real NPU would not run (unsupported_op.csv / .xlsx)")
     if result.unparsable:
         print(f"  {len(result.unparsable)} files could not be parsed and were copied unchanged: "

@@ -130,7 +130,8 @@ def _convert_source(job: Job, rel: str, text: str, result: Result, log) -> str:
             kind = ch.IMPORT if line.startswith("import ") else ch.DISTRIBUTED if job.entry == rel else ch.DEVICE
             file_changes.append(ch.Change(rel, at, at, kind, f"added: {line}"))
     result.changes += file_changes
-    log("INFO", f"{rel}: {len(file_changes)} changes")
+    file_manual = sum(c.operation == ch.MANUAL for c in file_changes)
+    log("INFO", f"{rel}: {len(file_changes) - file_manual} rewritten, {file_manual} to change by hand")
     return module.code
 
 
@@ -193,8 +194,8 @@ def run(job: Job) -> Result:
             result.written.append(write_launcher(out_dir, job.entry))
     result.written += report.write_unsupported_ops(out_dir, result.unsupported_ops)
     manual = sum(c.operation == ch.MANUAL for c in result.changes)
-    log("INFO", f"{result.files} Python files, {len(result.changes) - manual} changes, {manual} for the user to "
-                f"make, {len(result.unsupported_ops)} calls a real NPU would not run, "
+    log("INFO", f"{result.files} Python files, {len(result.changes) - manual} rewritten, {manual} to change by "
+                f"hand, {len(result.unsupported_ops)} calls a real NPU would not run, "
                 f"{len(result.unparsable)} unparsable")
     log.save()
     result.written.append(log.path)
