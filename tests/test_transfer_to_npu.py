@@ -174,7 +174,8 @@ def test_third_party_view_of_torch_cuda(transfer):
     assert sys.modules["torch.cuda"] is torch.cuda  # the module object is never swapped
     assert torch.cuda.nvtx is sys.modules["torch.cuda.nvtx"]
     assert torch.version.cuda is None and not torch.backends.cudnn.is_available()
-    assert hasattr(torch.cuda, "get_device_capability")  # left to CUDA: libraries see the truth
+    # Compute capability is torch.npu's answer: None unless TORCH_NPU_DEVICE_CAPABILITY names one.
+    assert torch.cuda.get_device_capability() == torch.npu.get_device_capability()
     assert torch.cuda.is_available is torch.npu.is_available
 
 
