@@ -5,7 +5,8 @@
 Writes, under --out-dir: csrc/aten/NpuNativeFunctions.h and csrc/custom/NpuCustomFunctions.h (adapter
 declarations), csrc/custom/NpuCustomOps.h
 (typed calls of torch.ops.npu.*), RegisterNpuGenerated.cpp (ATen and npu registrations, Meta kernels),
-NpuAutogradGenerated.cpp (autograd Functions) and _op_bindings.py (Python functions / Tensor methods).
+NpuAutogradGenerated.cpp (autograd Functions), _op_bindings.py (Python functions / Tensor methods) and
+_op_table.py (which ATen op runs on which named device op).
 Files whose content did not change are left untouched, so nothing recompiles needlessly.
 """
 
@@ -20,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from codegen.gen_autograd import gen_autograd  # noqa: E402
 from codegen.gen_cpp import (check_adapters, gen_custom_declarations, gen_declarations, gen_ops_header,  # noqa: E402
                              gen_registrations)  # noqa: E402
-from codegen.gen_python import gen_python  # noqa: E402
+from codegen.gen_python import gen_op_table, gen_python  # noqa: E402
 from codegen.model import CodegenError, load_config, load_derivatives  # noqa: E402
 
 CONFIG = "config/npu_native_functions.yaml"
@@ -48,6 +49,7 @@ def generate(source_root: str, out_dir: str) -> None:
         "RegisterNpuGenerated.cpp": gen_registrations(cfg, CONFIG),
         "NpuAutogradGenerated.cpp": gen_autograd(cfg, f"{CONFIG} and {DERIVATIVES}", DERIVATIVES),
         "_op_bindings.py": gen_python(cfg, CONFIG),
+        "_op_table.py": gen_op_table(cfg, CONFIG),
     }
     for rel, text in outputs.items():
         _write_if_changed(os.path.join(out_dir, rel), text)

@@ -1,6 +1,6 @@
 """Every script under examples/ runs on tiny sizes: the ImageNet-style trainer (ResNet, ShuffleNetV2
-with each channel-shuffle form, amp, fused SGD, checkpoint resume), the GPT language model, and the
-`make demo` script. npu runs are compared with the same run on CPU."""
+with each channel-shuffle form, amp, fused SGD, checkpoint resume), the GPT language model, ShuffleNetV2 on
+the affinity library, and the `make demo` script. npu runs are compared with the same run on CPU."""
 
 import importlib.util
 import math
@@ -29,6 +29,11 @@ def _load(relpath, name):
 @pytest.fixture(scope="module")
 def imagenet_main():
     return _load("imagenet/main.py", "imagenet_main")
+
+
+@pytest.fixture(scope="module")
+def shufflenet():
+    return _load("shufflenetv2/train_shufflenetv2.py", "train_shufflenetv2")
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +91,16 @@ def test_gpt_npu_matches_cpu_and_amp_trains(gpt, capsys):
     mixed = gpt.run(tiny + ["--device", "npu", "--amp", "--optimizer", "npu_fused_adamw"])
     assert mixed["losses"] == pytest.approx(cpu["losses"], abs=0.05)
     assert "tokens/s" in capsys.readouterr().out
+
+
+def test_shufflenetv2_affinity_modules_match_the_plain_network(shufflenet, capsys):
+    tiny = ["--steps", "3", "--batch-size", "8", "--print-freq", "1"]
+    affinity = shufflenet.run(tiny + ["--device", "npu"])  # ChannelShuffle, Prefetcher, LabelSmoothingCrossEntropy
+    plain = shufflenet.run(tiny + ["--device", "cpu", "--plain"])
+    assert len(affinity["losses"]) == 3
+    assert affinity["losses"] == pytest.approx(plain["losses"], rel=1e-5)
+    out = capsys.readouterr().out
+    assert "affinity ShuffleNetV2-tiny on npu" in out and "plain ShuffleNetV2-tiny on cpu" in out
 
 
 def test_make_demo_script_runs():

@@ -117,3 +117,14 @@ def _install_utils() -> None:
 
 
 _install_utils()
+
+
+def _transfer_from_environment() -> None:
+    """TORCH_TRANSFER_TO_NPU=1: CUDA code runs on npu without editing it (torch_npu.contrib.transfer_to_npu)."""
+    import os
+
+    if os.environ.get("TORCH_TRANSFER_TO_NPU", "0") not in ("", "0"):
+        import torch_npu.contrib.transfer_to_npu  # noqa: F401
+
+
+_transfer_from_environment()

@@ -4,6 +4,8 @@ seed's channel-shuffle rewrites. Tiny variants (`resnet_tiny`, `shufflenet_v2_ti
 import torch
 import torch.nn as nn
 
+from torch_npu.contrib.module import ChannelShuffle as AffinityChannelShuffle
+
 
 # --- ResNet -------------------------------------------------------------------------------------
 class BasicBlock(nn.Module):
@@ -85,37 +87,10 @@ def shuffle_permutation(channels, groups=2):
     return torch.arange(channels).view(groups, channels // groups).t().flatten()
 
 
-class _CatShuffle(torch.autograd.Function):
-    """cat((x1, x2), 1) followed by the shuffle as one index_select; with `split` the result comes
-    back already chunked in two (what the next block would chunk). The backward is two index_selects
-    (the even and the odd output channels are x1's and x2's), so no non-contiguous view appears."""
-
-    @staticmethod
-    def forward(ctx, x1, x2, perm, split):
-        ctx.split = split
-        x = torch.cat((x1, x2), 1)
-        if split:
-            half = perm.numel() // 2
-            return x.index_select(1, perm[:half]), x.index_select(1, perm[half:])
-        return x.index_select(1, perm)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        if ctx.split:
-            grads = [g if g is not None else torch.zeros(()) for g in grads]
-            grad = torch.cat(grads, 1)
-        else:
-            grad = grads[0]
-        c = grad.shape[1]
-        even = torch.arange(0, c, 2, device=grad.device)
-        odd = torch.arange(1, c, 2, device=grad.device)
-        return grad.index_select(1, even), grad.index_select(1, odd), None, None
-
-
 class ChannelShuffle(nn.Module):
     """Concatenate two branches and shuffle their channels. impl: "transpose" (original),
-    "index_select" (seed 003's equivalent rewrite) or "fused" (cat + shuffle [+ chunk] as one
-    autograd function with index_select, seed 003's device-friendly form)."""
+    "index_select" (seed 003's equivalent rewrite) or "fused" (torch_npu.contrib.module.ChannelShuffle:
+    cat + shuffle [+ chunk] as one autograd function of index_selects, the affinity library's form)."""
 
     def __init__(self, channels, impl="transpose", split=False):
         super().__init__()
@@ -124,10 +99,12 @@ class ChannelShuffle(nn.Module):
         self.impl, self.split = impl, split and impl == "fused"
         # A buffer, so model.to(device) moves it once instead of copying it every step.
         self.register_buffer("perm", shuffle_permutation(channels), persistent=False)
+        if impl == "fused":
+            self.fused = AffinityChannelShuffle(channels, groups=2, split_shuffle=self.split)
 
     def forward(self, x1, x2):
         if self.impl == "fused":
-            return _CatShuffle.apply(x1, x2, self.perm, self.split)
+            return self.fused(x1, x2)
         x = torch.cat((x1, x2), 1)
         return channel_shuffle(x, 2) if self.impl == "transpose" else x.index_select(1, self.perm)
 

@@ -1,4 +1,4 @@
-"""Device selection and synchronisation for npu."""
+"""Device selection, synchronisation and device properties for npu."""
 
 import os
 import re
@@ -8,6 +8,9 @@ import torch
 
 from torch_npu import _C
 
+# Set by torch_npu.contrib.transfer_to_npu: CUDA code's "cuda" / torch.device("cuda", N) then name npu devices.
+_cuda_is_npu = False
+
 
 def _index(dev=None, optional=True) -> int:
     """Device index from an int, 'npu:N', torch.device or None (current device)."""
@@ -16,6 +19,8 @@ def _index(dev=None, optional=True) -> int:
     if isinstance(dev, str):
         dev = torch.device(dev)
     if isinstance(dev, torch.device):
+        if dev.type == "cuda" and _cuda_is_npu:
+            dev = torch.device("npu", dev.index)
         if dev.type != "npu":
             raise ValueError(f"expected an npu device, got {dev}")
         return _C._current_device() if dev.index is None else dev.index

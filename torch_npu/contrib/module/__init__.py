@@ -1,4 +1,25 @@
-"""torch_npu.contrib.module: nn.Module add-ons (NpuDropPath, DropoutWithByteMask)."""
+"""torch_npu.contrib.module: device-friendly modules for layers common in public models (seed 003's affinity
+library), each equal to its plain-PyTorch original."""
 
-from torch_npu.contrib.module.drop_path import NpuDropPath  # noqa: F401
-from torch_npu.contrib.module.npu_modules import DropoutWithByteMask  # noqa: F401
+from torch_npu.contrib.module.activations import Mish, SiLU, Swish
+from torch_npu.contrib.module.channel_shuffle import ChannelShuffle
+from torch_npu.contrib.module.crossentropy import LabelSmoothingCrossEntropy
+from torch_npu.contrib.module.drop_path import NpuDropPath
+from torch_npu.contrib.module.dropout import DropoutWithByteMask
+from torch_npu.contrib.module.focus import Focus
+from torch_npu.contrib.module.prefetcher import PreLoader, Prefetcher
+from torch_npu.contrib.module.roi_align import ROIAlign
+
+__all__ = [
+    "ChannelShuffle",
+    "Prefetcher",
+    "PreLoader",
+    "LabelSmoothingCrossEntropy",
+    "ROIAlign",
+    "Mish",
+    "SiLU",
+    "Swish",
+    "Focus",
+    "DropoutWithByteMask",
+    "NpuDropPath",
+]
