@@ -56,3 +56,13 @@ def _register_custom_ops() -> None:
 
 
 _register_custom_ops()
+
+
+def _register_compile() -> None:
+    """torch.compile support, registered lazily (docs/graph_mode.md)."""
+    from torch_npu import dynamo
+
+    dynamo.install_lazy_registration()
+
+
+_register_compile()

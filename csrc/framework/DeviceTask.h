@@ -15,6 +15,11 @@ namespace at_npu::native {
 // ASCEND_LAUNCH_BLOCKING=1).
 void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::function<void()> fn);
 
+// The compiled graph whose launches this thread is queuing ("" outside one). Tasks launched meanwhile
+// name it in their failure message; the compiled graph's call sets it for its duration.
+void setGraphContext(std::string context);
+const std::string& graphContext();
+
 // Where the current op was launched from ("file.py:12"); installed by the Python bindings.
 using LaunchSiteProvider = std::string (*)();
 void setLaunchSiteProvider(LaunchSiteProvider provider);

@@ -9,6 +9,7 @@
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/framework/OpStats.h"
+#include "csrc/python/GraphBindings.h"
 #include "csrc/python/LaunchSite.h"
 
 namespace py = pybind11;
@@ -16,6 +17,7 @@ namespace py = pybind11;
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
+  torch_npu::python::initGraphBindings(m);
   m.def("_op_stats", [] {
     py::dict out;
     for (const auto& [name, v] : at_npu::native::opStatsSnapshot()) {

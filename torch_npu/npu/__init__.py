@@ -75,6 +75,22 @@ def op_stats(reset: bool = False) -> dict:
     return stats
 
 
+_compile_mode = {"jit_compile": False}
+
+
+def set_compile_mode(jit_compile: bool = False) -> None:
+    """Whether ops are compiled online for the shapes they meet (True) or run prebuilt kernels
+    (False, torch_npu's recommended setting). Every software NPU kernel is prebuilt, so both settings
+    run the same kernels; the choice is recorded (`is_jit_compile_false()`)."""
+    if not isinstance(jit_compile, bool):
+        raise TypeError(f"set_compile_mode: jit_compile must be a bool, got {type(jit_compile).__name__}")
+    _compile_mode["jit_compile"] = jit_compile
+
+
+def is_jit_compile_false() -> bool:
+    return not _compile_mode["jit_compile"]
+
+
 def get_amp_supported_dtype():
     """dtypes torch.autocast("npu") may cast to."""
     import torch
@@ -88,6 +104,7 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)
+from torch_npu.npu import config  # noqa: E402
 
 # `import torch.npu.amp` / `from torch.npu.amp import GradScaler` find this module instead of loading a
 # second copy under another name.
@@ -95,3 +112,12 @@ _sys.modules.setdefault("torch.npu.amp", amp)
 
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+
+def __getattr__(name):
+    # Inductor's PrivateUse1 hook asks the device module for its codegen classes on first compile.
+    from torch_npu import dynamo
+
+    if name in dynamo.INDUCTOR_HOOK_NAMES:
+        return dynamo.inductor_hook(name)
+    raise AttributeError(f"module 'torch.npu' has no attribute {name!r}")
