@@ -260,3 +260,18 @@ def test_error_in_compiled_code_surfaces_at_the_next_sync_naming_graph_and_line(
     assert out.shape == (2,)
     # the device stays usable
     close(fn(torch.tensor([3, 4], device=NPU), table), (table.cpu()[[3, 4]] * 2).sum(-1))
+
+
+def test_npu_streams_inside_a_compiled_function():
+    side = torch.npu.Stream()
+
+    def f(x):
+        y = x * 2
+        side.wait_stream(torch.npu.current_stream())  # stream calls run between graphs (graph breaks)
+        with torch.npu.stream(side):
+            z = (y + 1).exp()
+        torch.npu.current_stream().wait_stream(side)
+        return z.sum() + y.mean()
+
+    x = torch.randn(64)
+    close(compiled(f)(x.to(NPU)), ((x * 2 + 1).exp().sum() + (x * 2).mean()))

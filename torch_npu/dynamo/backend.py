@@ -25,7 +25,11 @@ log = logging.getLogger(__name__)
 # - Loop re-indexing and index inversion during fusion are only validated for SIMD (GPU) kernels and
 #   are skipped for cpu.
 # - Buffers are realized at the cpu thresholds (larger fused kernels suit C++ loops).
+# - No channels-last layout optimisation: PyTorch predicts contiguous convolution outputs for npu
+#   (its "Overrideable" conv backend), while npu's convolution, like the CPU's, keeps a channels-last
+#   input's layout; converting activations to channels-last would make the two disagree.
 NPU_INDUCTOR_CONFIG = {
+    "layout_optimization": False,
     "cuda_backend": "cpp",
     "loop_reindexing_after_fusion": False,
     "loop_index_inversion_in_fusion": False,
