@@ -7,6 +7,7 @@ C++ for each, and its on-disk cache makes reruns fast.
 
 import pytest
 import torch
+import torch._inductor.config
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -14,6 +15,13 @@ import torch_npu  # noqa: F401
 from torch_npu.dynamo.backend import compile_stats
 
 NPU = "npu"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compile_in_process():
+    # Graphs here are small: compiling their few kernels in-process beats starting Inductor's worker pool.
+    with torch._inductor.config.patch(compile_threads=1):
+        yield
 
 
 def compiled(fn, **kwargs):

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch._inductor.config
 
 import torch_npu
 import torchair
@@ -19,6 +20,13 @@ from test_custom_ops_compile import CASES
 
 NPU = "npu"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compile_in_process():
+    # Graphs here are small: compiling their few kernels in-process beats starting Inductor's worker pool.
+    with torch._inductor.config.patch(compile_threads=1):
+        yield
 
 # Test ops, defined once per process: eager kernels written with ATen ops (they run on npu).
 _lib = torch.library.Library("graph_test", "DEF")
@@ -162,6 +170,7 @@ def test_every_npu_op_compiles_fullgraph_with_the_npu_backend(name):
 
 SAMPLE = r'''
 import torch
+import torch._inductor.config
 import torch_npu
 import torchair
 from typing import Any
@@ -258,6 +267,7 @@ def test_custom_op_sample_flow_with_its_op_package(tmp_path):
     script.write_text(SAMPLE)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["ASCEND_CUSTOM_OPP_PATH"] = str(package_dir)
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -50,6 +50,7 @@ from torch_npu.npu.random import (
     set_rng_state,
     set_rng_state_all,
 )
+from torch_npu.npu.config import config
 from torch_npu.npu.tensor_types import (
     BFloat16Tensor,
     BoolTensor,
@@ -104,7 +105,6 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)
-from torch_npu.npu import config  # noqa: E402
 
 # `import torch.npu.amp` / `from torch.npu.amp import GradScaler` find this module instead of loading a
 # second copy under another name.
