@@ -61,6 +61,21 @@ _CNN = (
     "(at::convolution returns a fresh tensor, copied into the device output). Fix: the small-op launch "
     "fixes above; a convolution entry point that writes the device output in place.")
 
+_COMPILED_VS_EAGER = (
+    "both steps are dominated by GEMMs and convolutions (the same CPU kernels compiled or eager: about two "
+    "thirds of the compiled transformer step); fusion only removes the elementwise ops' memory traffic and "
+    "launches, and eager npu already hides its launch costs behind the stream (its host thread queues while "
+    "the stream's worker computes). Compiled graphs also run OpenMP kernels where eager ops of these sizes "
+    "run single-threaded, which loses when other processes load the 2 cores. Fix: larger fusion wins need "
+    "GEMM epilogue fusion (Inductor's C++ GEMM templates are CPU-only in 2.13) or attention as one kernel.")
+
+_COMPILED_VS_INDUCTOR = (
+    "the kernels are the CPU backend's, so the gap is the launch through the stream (one host task per "
+    "kernel and per extern op) and OpenMP regions run on the stream's worker while the host thread queues "
+    "the next step, which oversubscribes 2 cores; CPU Inductor also takes the fused flash-attention kernel "
+    "where npu graphs decompose attention. Fix: launch a graph's consecutive kernels as one host task; "
+    "attention through the fused CPU kernel in npu graphs.")
+
 WHY = {
     "small_ops": _SMALL_OPS,
     "kernels": _KERNEL_NOISE,
@@ -71,12 +86,10 @@ WHY = {
     "training": _CNN,
     "training.CNN_eager": _CNN,
     "training.transformer_eager": _TRANSFORMER,
-    "training.CNN_compiled": (
-        "torch_npu registers no torch.compile backend yet; once `npu` is in torch._dynamo.list_backends() "
-        "this row measures compiled npu against CPU compiled with inductor, with no change to bench/."),
-    "training.transformer_compiled": (
-        "torch_npu registers no torch.compile backend yet; once `npu` is in torch._dynamo.list_backends() "
-        "this row measures compiled npu against CPU compiled with inductor, with no change to bench/."),
+    "training.CNN_compiled": _COMPILED_VS_INDUCTOR,
+    "training.transformer_compiled": _COMPILED_VS_INDUCTOR,
+    "training.CNN_compiled_vs_eager": _COMPILED_VS_EAGER,
+    "training.transformer_compiled_vs_eager": _COMPILED_VS_EAGER,
     "allocator": (
         "a device segment was allocated after warm-up: some step needed a block size that the cache did not "
         "hold (check num_alloc_retries in the note; a retry empties the cache)."),

@@ -33,6 +33,7 @@ _lib = torch.library.Library("graph_test", "DEF")
 _lib.define("scale_mul(Tensor x, Tensor y) -> Tensor")
 _lib.define("row_softmax(Tensor x) -> Tensor")
 _lib.define("pair(Tensor x) -> (Tensor, Tensor)")
+_lib.define("lookup(Tensor weight, Tensor indices) -> Tensor")
 _eager_calls = {"scale_mul": 0}
 
 
@@ -51,6 +52,16 @@ def _row_softmax(x):
 @torch.library.impl(_lib, "pair", "CompositeExplicitAutograd")
 def _pair(x):
     return x + 1, x * 2
+
+
+@torch.library.impl(_lib, "lookup", "CompositeExplicitAutograd")
+def _lookup(weight, indices):
+    return torch.nn.functional.embedding(indices, weight)
+
+
+@torchair.register_fx_node_ge_converter(torch.ops.graph_test.lookup.default)
+def _convert_lookup(weight: ge.Tensor, indices: ge.Tensor, meta_outputs: Any = None):
+    return ge.custom_op("Embedding", inputs={"weight": weight, "indices": indices}, outputs=["out"])
 
 
 @torchair.register_fx_node_ge_converter(torch.ops.graph_test.scale_mul.default)
@@ -93,6 +104,21 @@ def test_converter_attributes_reach_the_device_op():
     x = torch.randn(4, 7)
     fn = torch.compile(lambda a: torch.ops.graph_test.row_softmax(a * 3), backend=backend())
     torch.testing.assert_close(fn(x.to(NPU)).cpu(), (x * 3).softmax(-1))
+
+
+def test_device_op_failing_inside_a_graph_names_the_graph_at_the_next_sync():
+    def gather_rows(w, i):
+        return torch.ops.graph_test.lookup(w, i) * 2
+
+    fn = torch.compile(gather_rows, backend=backend())
+    w = torch.randn(10, 4)
+    torch.testing.assert_close(fn(w.to(NPU), torch.tensor([1, 2], device=NPU)).cpu(), w[[1, 2]] * 2)
+    fn(w.to(NPU), torch.tensor([1, 12], device=NPU))  # queued; the device op fails on the stream
+    with pytest.raises(RuntimeError) as info:
+        torch.npu.synchronize()
+    msg = str(info.value)
+    assert "aclnnEmbedding failed" in msg and "index out of range" in msg, msg
+    assert "in compiled graph" in msg and "gather_rows()" in msg and "test_graph_torchair.py:" in msg, msg
 
 
 def test_unknown_device_op_type_fails_at_compile_time_naming_the_op():
