@@ -159,14 +159,14 @@ class ConverterError(RuntimeError):
     pass
 
 
-def _placeholder(value, counter: list, tensors: list):
+def _placeholder(value, tensors: list):
     """Converter view of one op argument; records the tensors in order."""
     if isinstance(value, torch.fx.Node):
         index = len(tensors)
         tensors.append(value)
         return Tensor(("input", index), value.meta.get("val"))
     if isinstance(value, (list, tuple)):
-        return type(value)(_placeholder(v, counter, tensors) for v in value)
+        return type(value)(_placeholder(v, tensors) for v in value)
     return value
 
 
@@ -192,8 +192,8 @@ def _plan(node: torch.fx.Node, fn: Callable) -> tuple[dict, list]:
     """Runs the converter on placeholders; returns the device-op call spec and the tensor inputs."""
     op = node.target
     tensors: list = []
-    args = [_placeholder(a, [], tensors) for a in node.args]
-    kwargs = {k: _placeholder(v, [], tensors) for k, v in node.kwargs.items()}
+    args = [_placeholder(a, tensors) for a in node.args]
+    kwargs = {k: _placeholder(v, tensors) for k, v in node.kwargs.items()}
     meta = node.meta.get("val")
     recording = _Recording()
     _Recording.current = recording

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import namedtuple
 
 import torch
@@ -10,7 +11,8 @@ from torch._dynamo.device_interface import DeviceInterface, caching_worker_curre
 import torch_npu.npu as npu
 from torch_npu.npu.device import _index
 
-# What Inductor asks of device properties. The software NPU computes on the host's cores.
+# What Inductor asks of device properties. The software NPU computes on the host's cores, so npu
+# reports them as the CPU device does (Inductor's reduction-splitting heuristics read the count).
 NpuDeviceProperties = namedtuple(
     "NpuDeviceProperties", ["name", "type", "index", "multi_processor_count", "total_memory", "major", "minor"])
 
@@ -18,7 +20,7 @@ NpuDeviceProperties = namedtuple(
 def get_device_properties(device=None) -> NpuDeviceProperties:
     index = _index(device)
     total = npu.mem_get_info(index)[1]
-    return NpuDeviceProperties(npu.get_device_name(index), "npu", index, torch.get_num_threads(), total, 0, 0)
+    return NpuDeviceProperties(npu.get_device_name(index), "npu", index, os.cpu_count() or 1, total, 0, 0)
 
 
 def get_raw_stream(device_idx: int) -> int:

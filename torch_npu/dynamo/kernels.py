@@ -72,7 +72,6 @@ class NpuKernelCodeCache(CppPythonBindingsCodeCache):
     """Inductor's C++ code cache, loading the library with ctypes and adding the npu entry point."""
 
     cache: dict = {}
-    _loaded_module_names: set = set()
 
     @staticmethod
     def cache_clear() -> None:
