@@ -58,6 +58,19 @@ def _register_custom_ops() -> None:
 _register_custom_ops()
 
 
+from torch_npu import utils  # noqa: E402,F401  (torch_npu.utils.cpp_extension, cmake_prefix_path)
+
+
+def _install_onnx_support() -> None:
+    """npu ops in torch.onnx.export (torch_npu/onnx/): legacy symbolics now, dynamo table at export."""
+    from torch_npu.onnx._hook import install
+
+    install()
+
+
+_install_onnx_support()
+
+
 def _register_compile() -> None:
     """torch.compile support, registered lazily (docs/graph_mode.md)."""
     from torch_npu import dynamo

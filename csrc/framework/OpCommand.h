@@ -5,9 +5,12 @@
 // macro against custom op packages.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <tuple>
 
-#include "csrc/framework/OpParamMaker.h"
+// A sibling include: extensions compile this header from torch_npu/include/torch_npu/csrc/framework.
+#include "OpParamMaker.h"
 
 namespace at_npu::native {
 
@@ -76,7 +79,19 @@ class OpCommandBuilder {
 
 class OpCommand {
  public:
+  using PROC_FUNC = std::function<int()>;
+
   OpCommandBuilder<> Name(const char* name) { return OpCommandBuilder<>(name, std::tuple<>()); }
+
+  // Runs `func`, which queues device work on the current stream itself (a direct kernel launch:
+  // ACLRT_LAUNCH_KERNEL(kernel)(blockDim, getCurrentNPUStream().stream(false), args...)), as one op
+  // named `name`: failures of the work name the Python line that launched it, the launch is counted
+  // in torch.npu.op_stats(), and TASK_QUEUE_ENABLE=0 / ASCEND_LAUNCH_BLOCKING=1 / `sync` wait for it.
+  // A non-zero return from `func` raises a RuntimeError naming the op.
+  static void RunOpApi(const std::string& name, const PROC_FUNC& func, bool sync = false);
+  static void RunOpApiV2(const std::string& name, const PROC_FUNC& func, bool sync = false) {
+    RunOpApi(name, func, sync);
+  }
 };
 
 }  // namespace at_npu::native

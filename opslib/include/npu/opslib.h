@@ -59,6 +59,7 @@ typedef struct aclScalar aclScalar;
 typedef struct aclIntArray aclIntArray;
 typedef struct aclTensorList aclTensorList;
 typedef struct aclOpExecutor aclOpExecutor;
+typedef nrtStream_t aclrtStream;  // ACL's name for a stream, as op API headers spell it
 
 // Descriptors. A tensor is a strided view (sizes, strides and offset in elements) of device memory at
 // `tensorData` (the storage base); descriptors are copied, so the caller may free its arrays.
@@ -100,12 +101,16 @@ NOP_API aclnnStatus aclnnSetRecentErrMsg(aclnnStatus status, const char* message
 // (adapters pass the Python line here, "launched from train.py:42"). NULL or "" clears it.
 NOP_API void aclnnSetLaunchTag(const char* tag);
 
-// The registry. Built-in ops register themselves; custom packages are shared libraries found in the
-// directories listed in ASCEND_CUSTOM_OPP_PATH (':'-separated), each exporting
+// The registry. Built-in ops register themselves; custom op packages are shared libraries found
+// through ASCEND_CUSTOM_OPP_PATH (':'-separated; each entry is a package directory, a vendor
+// directory with op_api/lib/lib*.so, or an install root with vendors/<name>/op_api/lib ordered by
+// vendors/config.ini's load_priority). A package either exports
 //   void npu_opslib_register_package(aclnnRegisterOpFn register_op);
-// A custom op with the name of a built-in one wins. A package that fails to load is skipped with a
-// logged warning. Lookup is by launch name ("aclnnAdd"); the entry's function pointers have the op's
-// own signatures (XxxGetWorkspaceSize(args..., uint64_t*, aclOpExecutor**) and
+// or, as Ascend's libcust_opapi.so does, the op functions themselves: every exported
+// aclnnXxxGetWorkspaceSize with its aclnnXxx is op "aclnnXxx". A custom op with the name of a
+// built-in one wins. A package that fails to load is skipped with a logged warning naming the file
+// and the reason. Lookup is by launch name ("aclnnAdd"); the entry's function pointers have the
+// op's own signatures (XxxGetWorkspaceSize(args..., uint64_t*, aclOpExecutor**) and
 // Xxx(void*, uint64_t, aclOpExecutor*, nrtStream_t)).
 typedef struct {
   const char* name;
@@ -114,7 +119,8 @@ typedef struct {
   int is_custom;
 } aclnnOpEntry;
 typedef void (*aclnnRegisterOpFn)(const char* name, void* get_workspace_size, void* launch);
-NOP_API const aclnnOpEntry* aclnnFindOp(const char* name);  // NULL if unknown
+// NULL if unknown; aclnnGetRecentErrMsg() then names the symbols looked for and the packages searched.
+NOP_API const aclnnOpEntry* aclnnFindOp(const char* name);
 // For built-in packages linked into the process (such as the ATen-backed op package): adds ops
 // while libraries load, before the first lookup assembles the registry. Later calls fail with
 // ACLNN_ERR_INNER, because handed-out entries must never change.
