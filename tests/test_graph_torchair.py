@@ -196,7 +196,7 @@ def test_every_npu_op_compiles_fullgraph_with_the_npu_backend(name):
 
 SAMPLE = r'''
 import torch
-import torch_npu  # noqa: F401
+import torch_npu
 import torchair
 from typing import Any
 from torch_npu.dynamo.device_op import run_device_op
@@ -276,7 +276,7 @@ if __name__ == "__main__":
 
 SAMPLE_002 = r'''
 import torch
-import torch_npu  # noqa: F401
+import torch_npu
 import torchair
 from typing import Any
 from torchair import register_fx_node_ge_converter
