@@ -314,6 +314,7 @@ if __name__ == "__main__":
 RUN_SAMPLES = r'''
 import runpy, sys
 for path in sys.argv[1:]:
+    sys.argv = [path]  # what `python path` would see
     try:
         runpy.run_path(path, run_name="__main__")
     except SystemExit as e:
