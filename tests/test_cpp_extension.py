@@ -108,6 +108,12 @@ def test_add_custom_eager_compile_errors_and_export(opp_root, custom_ops_dir):
         i = torch.randint(-100, 100, (5,), dtype=torch.int32)
         torch.testing.assert_close(torch.ops.myops.add_custom(i.npu(), i.npu()).cpu(), i + i)
         assert torch.npu.op_stats()["aclnnAddCustom"]["device_op"] == 2
+        # A private-format operand reaches the extension's EXEC_NPU_CMD through TransData.
+        xz = torch_npu.npu_format_cast(xn, 29)
+        torch.testing.assert_close(custom_ops.add_custom(xz, yn).cpu(), x + y)
+        # The cast and the stand-in (a package that marks no outputs also gets its stand-ins copied back).
+        assert torch.npu.op_stats()["aclnnTransData"]["device_op"] >= 2
+        assert torch_npu.get_npu_format(xz) == 29 and torch.equal(xz.cpu(), x)
 
         # torch.compile: the Meta kernels give the shapes; forward and backward.
         xg = xn.clone().requires_grad_(); yg = yn.clone().requires_grad_()

@@ -3,6 +3,7 @@
 
 #include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/framework/FormatCast.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -43,6 +44,7 @@ NPU_UNARY_OUT(tanh, aclnnTanh, true)
 
 at::Tensor relu(const at::Tensor& self) {
   at::Tensor out = at::empty_like(self);
+  adoptInputFormat(out, self);
   if (!deviceOpsSupport({self}) || self.scalar_type() == at::kBool) {
     runGeneric("aten::clamp_min", "out", self, at::Scalar(0), out);
     return out;

@@ -9,7 +9,8 @@
 #include <string>
 #include <tuple>
 
-// A sibling include: extensions compile this header from torch_npu/include/torch_npu/csrc/framework.
+// Sibling includes: extensions compile this header from torch_npu/include/torch_npu/csrc/framework.
+#include "FormatStaging.h"
 #include "OpParamMaker.h"
 
 namespace at_npu::native {
@@ -22,8 +23,10 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
 // Sets the launch tag so a failure inside the op names the Python line that launched it.
 void tagDeviceOpLaunch();
 
+// The launch itself. `staging` is set when private formats are in play (FormatStaging.h): it
+// learns which of its descriptors the op writes before they are destroyed.
 template <typename... Args>
-void execNpuCmd(const char* name, const Args&... args) {
+void runDeviceOp(const char* name, FormatStaging* staging, const Args&... args) {
   const aclnnOpEntry& op = findDeviceOp(name);
   auto converted = std::make_tuple(ConvertType(args)...);
   using GetWorkspaceSize = aclnnStatus (*)(decltype(ConvertType(args))..., uint64_t*, aclOpExecutor**);
@@ -36,10 +39,25 @@ void execNpuCmd(const char* name, const Args&... args) {
                                                                           &executor);
       },
       converted);
+  if (C10_UNLIKELY(staging != nullptr)) staging->noteWrittenOperands();
   // The executor captured what it needs: descriptors can go now.
   std::apply([](auto... descriptors) { (Release(descriptors), ...); }, converted);
   if (status != ACLNN_SUCCESS) throwDeviceOpError(name, "GetWorkspaceSize", status);
   launchDeviceOp(op, workspace_size, executor);
+}
+
+template <typename... Args>
+void execNpuCmd(const char* name, const Args&... args) {
+  if (C10_UNLIKELY(formatStagingNeeded(name, args...))) {
+    // Operands in private formats: native ones pass as they are, the rest through TransData.
+    FormatStaging staging(name);
+    (staging.add(args), ...);
+    staging.begin();
+    runDeviceOp(name, &staging, args...);
+    staging.end();
+    return;
+  }
+  runDeviceOp(name, nullptr, args...);
 }
 
 // The builder form of the same launch, for adapters that read better spelled out:

@@ -21,6 +21,8 @@ struct aclTensor {
   aclDataType dtype = ACL_DT_UNDEFINED;
   aclFormat format = ACL_FORMAT_ND;
   void* data = nullptr;  // the storage base
+  // Set by the op that binds this descriptor as one it writes (aclIsOutputTensor).
+  mutable bool written = false;
 
   std::span<const int64_t> sizes() const { return {dims.data(), ndim}; }
   std::span<const int64_t> strides() const { return {dims.data() + ndim, ndim}; }

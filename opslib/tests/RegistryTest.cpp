@@ -25,6 +25,7 @@ const Builtin kBuiltins[] = {
     NOP_BUILTIN(Add),  NOP_BUILTIN(Sub),     NOP_BUILTIN(Mul),  NOP_BUILTIN(Div),
     NOP_BUILTIN(Relu), NOP_BUILTIN(Neg),     NOP_BUILTIN(Abs),  NOP_BUILTIN(Exp),
     NOP_BUILTIN(Sqrt), NOP_BUILTIN(Sigmoid), NOP_BUILTIN(Tanh), NOP_BUILTIN(Cast),
+    NOP_BUILTIN(TransData),
 };
 
 using RegistryTest = OpsTest;

@@ -120,7 +120,7 @@ def npu_dtype_cast(self, dtype):
     return op.Cast(self, to=onnx_dtype(dtype))
 
 
-def npu_format_cast(self, acl_format: int):
+def npu_format_cast(self, acl_format: int, customize_dtype=None, input_dtype=None):
     # Private formats are a storage layout of the device; the values are the same in ONNX's dense tensors.
     return op.Identity(self)
 
