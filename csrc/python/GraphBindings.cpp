@@ -3,6 +3,7 @@
 // called from graphs (torchair converters).
 #include "csrc/python/GraphBindings.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstring>
@@ -15,6 +16,8 @@
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
 #include "csrc/framework/DeviceTask.h"
+#include "csrc/framework/FormatCast.h"
+#include "csrc/framework/FormatHelper.h"
 #include "csrc/framework/OpCommand.h"
 #include "csrc/python/LaunchSite.h"
 
@@ -165,6 +168,25 @@ void initGraphBindings(py::module& m) {
     return previous;
   });
   m.def("_add_launch_site_library_prefix", &addLibraryPathPrefix);
+
+  // Entering a compiled graph's call: its kernels read storages as plain strided memory, so an input
+  // held in a private format has its storage converted to the base format in place (TransData on the
+  // stream; every view of the storage keeps its values, as after npu_format_cast_), and the graph's
+  // npu ops return base formats. Returns the previous base-formats-only setting for _graph_exit.
+  m.def("_graph_enter_formats", [](const py::list& args) {
+    if (at_npu::native::anyPrivateFormat()) {
+      for (const py::handle item : args) {
+        if (!THPVariable_Check(item.ptr())) continue;
+        const at::Tensor& t = THPVariable_Unpack(item.ptr());
+        if (t.defined() && at_npu::native::privateDesc(t) != nullptr) {
+          c10::DeviceGuard guard(t.device());
+          at_npu::native::unformatStorage(t.storage());
+        }
+      }
+    }
+    return at_npu::native::setBaseFormatsOnly(true);
+  });
+  m.def("_graph_exit_formats", [](bool previous) { at_npu::native::setBaseFormatsOnly(previous); });
 
   // A named device op called from Python: _device_op_prepare gives the GetWorkspaceSize address and
   // the argument descriptors (the caller makes the typed call), _device_op_launch releases them and

@@ -37,6 +37,24 @@ NPU_INDUCTOR_CONFIG = {
     "realize_acc_reads_threshold": 12,
 }
 
+
+
+def _format_cast_in_graph(self, acl_format, customize_dtype=None, input_dtype=None):
+    # A compiled graph computes on base formats (its kernels read storages as strided memory), so a
+    # format cast inside it is a copy: the same values, which is all a format changes.
+    return torch.clone(self, memory_format=torch.contiguous_format)
+
+
+def npu_decompositions(extra: dict | None = None) -> dict:
+    """Inductor's decompositions plus npu's (and the caller's `extra`, which take precedence)."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    table = dict(select_decomp_table())
+    table[torch.ops.npu.npu_format_cast.default] = _format_cast_in_graph
+    table.update(extra or {})
+    return table
+
+
 # Mode options that only mean something for CUDA devices.
 _CUDA_ONLY_OPTIONS = ("triton.cudagraphs", "coordinate_descent_tuning")
 
@@ -133,10 +151,7 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = 
             mode = "reduce-overhead"
     start = time.perf_counter()
     try:
-        if decompositions:
-            from torch._inductor.decomposition import select_decomp_table
-
-            decompositions = {**select_decomp_table(), **decompositions}
+        decompositions = npu_decompositions(decompositions)
         patches = inductor_patches(mode, options, source_key=source_key(gm))
         return compile_fx(gm, example_inputs, config_patches=patches,
                           decompositions=decompositions)

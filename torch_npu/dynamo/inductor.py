@@ -127,7 +127,8 @@ class NpuSubgraphWrapperCodegen(_NpuWrapperMixin, SubgraphPythonWrapperCodegen):
 
 class NpuWrapperCodegen(_NpuWrapperMixin, PythonWrapperCodegen):
     """The Python wrapper of an npu graph. Its `call` runs inside the graph's context, so that any
-    device work it queues that later fails names the compiled graph."""
+    device work it queues that later fails names the compiled graph, and on base formats: inputs in a
+    private storage format are converted in place first, and the graph's npu ops return base formats."""
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
@@ -141,6 +142,8 @@ class NpuWrapperCodegen(_NpuWrapperMixin, PythonWrapperCodegen):
             """
             from torch_npu.dynamo.kernels import compile_kernel as npu_compile_kernel
             from torch_npu._C import _graph_context as npu_graph_context
+            from torch_npu._C import _graph_enter_formats as npu_graph_enter_formats
+            from torch_npu._C import _graph_exit_formats as npu_graph_exit_formats
             """,
             strip=True,
         )
@@ -160,9 +163,11 @@ class NpuWrapperCodegen(_NpuWrapperMixin, PythonWrapperCodegen):
             _npu_graph_call = call
             def call(args):
                 previous = npu_graph_context({graph_label()!r})
+                formats = npu_graph_enter_formats(args)
                 try:
                     return _npu_graph_call(args)
                 finally:
+                    npu_graph_exit_formats(formats)
                     npu_graph_context(previous)
             """,
             strip=False,
