@@ -128,3 +128,13 @@ def _transfer_from_environment() -> None:
 
 
 _transfer_from_environment()
+
+
+def _register_compile() -> None:
+    """torch.compile support, registered lazily (docs/graph_mode.md)."""
+    from torch_npu import dynamo
+
+    dynamo.install_lazy_registration()
+
+
+_register_compile()

@@ -14,9 +14,11 @@ namespace {
 
 std::atomic<LaunchSiteProvider> site_provider{nullptr};
 thread_local int64_t t_collective_bytes = -1;  // >= 0 inside a CollectiveActivityScope
+thread_local std::string graph_context;
 
 struct Task {
   std::string what;
+  std::string context;
   std::string site;
   std::function<void()> fn;
 
@@ -32,6 +34,7 @@ struct Task {
       error = e.what();
     }
     std::string msg = what + " failed: " + error;
+    if (!context.empty()) msg += "\n  in " + context;
     if (!site.empty()) msg += "\n  launched from " + site;
     return msg;
   }
@@ -55,6 +58,10 @@ CollectiveActivityScope::~CollectiveActivityScope() { t_collective_bytes = previ
 
 void setLaunchSiteProvider(LaunchSiteProvider provider) { site_provider.store(provider); }
 
+void setGraphContext(std::string context) { graph_context = std::move(context); }
+
+const std::string& graphContext() { return graph_context; }
+
 std::string currentLaunchSite() {
   LaunchSiteProvider provider = site_provider.load();
   return provider ? provider() : std::string();
@@ -62,7 +69,7 @@ std::string currentLaunchSite() {
 
 void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::function<void()> fn) {
   const ExecutionPolicy& policy = executionPolicy();
-  auto task = std::make_unique<Task>(Task{std::move(what), currentLaunchSite(), std::move(fn)});
+  auto task = std::make_unique<Task>(Task{std::move(what), graph_context, currentLaunchSite(), std::move(fn)});
   if (!policy.task_queue) {
     // Synchronous launch: earlier work first, then this task on the calling thread.
     stream.synchronize();

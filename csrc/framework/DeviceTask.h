@@ -29,6 +29,11 @@ class CollectiveActivityScope {
   int64_t previous_;
 };
 
+// The compiled graph whose launches this thread is queuing ("" outside one). Tasks launched meanwhile
+// name it in their failure message; the compiled graph's call sets it for its duration.
+void setGraphContext(std::string context);
+const std::string& graphContext();
+
 // Where the current op was launched from ("file.py:12"); installed by the Python bindings.
 using LaunchSiteProvider = std::string (*)();
 void setLaunchSiteProvider(LaunchSiteProvider provider);

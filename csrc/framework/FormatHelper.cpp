@@ -5,11 +5,13 @@
 #include <npu/format_layout.h>
 
 #include <string>
+#include <utility>
 
 namespace at_npu::native {
 
 namespace detail {
 std::atomic<bool> allow_internal_format{false};
+thread_local bool base_formats_only = false;
 }  // namespace detail
 
 namespace nf = npu::formats;
@@ -33,6 +35,8 @@ bool holdsPrivateFormats(at::ScalarType t) {
 }
 
 void setAllowInternalFormat(bool allow) { detail::allow_internal_format.store(allow); }
+
+bool setBaseFormatsOnly(bool only) { return std::exchange(detail::base_formats_only, only); }
 
 int64_t guessBaseFormat(int64_t dim) {
   if (dim == 4) return ACL_FORMAT_NCHW;

@@ -14,13 +14,21 @@ namespace at_npu::native {
 
 namespace detail {
 extern std::atomic<bool> allow_internal_format;
+// Set on a thread while it runs a compiled graph, whose kernels read storages as plain strided memory.
+extern thread_local bool base_formats_only;
 }  // namespace detail
 
 // torch.npu.config.allow_internal_format (default False, as torch_npu): when set, ops may return
 // private formats (convolution and batch norm NC1HWC0, matmul FRACTAL_NZ, elementwise ops the
 // format of their inputs) and take them without TransData; when clear, every op sees base formats.
-inline bool allowInternalFormat() { return detail::allow_internal_format.load(std::memory_order_relaxed); }
+// A compiled graph running on this thread sees it clear (BaseFormatsOnly).
+inline bool allowInternalFormat() {
+  return detail::allow_internal_format.load(std::memory_order_relaxed) && !detail::base_formats_only;
+}
 void setAllowInternalFormat(bool allow);
+// Makes this thread's ops return base formats (whatever allow_internal_format says); returns the
+// previous setting, to restore when the compiled graph's call ends.
+bool setBaseFormatsOnly(bool only);
 
 // The plain format torch_npu gives a fresh tensor of `dim` dims: NCHW (4), NCDHW (5), else ND.
 int64_t guessBaseFormat(int64_t dim);

@@ -34,7 +34,11 @@ void throwDeviceOpError(const char* name, const char* phase, aclnnStatus status)
 
 void tagDeviceOpLaunch() {
   const std::string site = currentLaunchSite();
-  aclnnSetLaunchTag(site.empty() ? nullptr : ("(launched from " + site + ")").c_str());
+  const std::string& context = graphContext();
+  std::string tag;
+  if (!context.empty()) tag = "in " + context + (site.empty() ? "" : ", ");
+  if (!site.empty()) tag += "launched from " + site;
+  aclnnSetLaunchTag(tag.empty() ? nullptr : ("(" + tag + ")").c_str());
 }
 
 void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecutor* executor) {

@@ -11,9 +11,21 @@
 namespace torch_npu::python {
 namespace {
 
+// Guarded by the GIL (read and written only by code holding it).
+std::vector<std::string>* library_prefixes = nullptr;
+bool prefixes_changed = false;
+
 bool isLibraryFile(const std::string& file) {
-  return file.find("/torch/") != std::string::npos || file.find("/torch_npu/") != std::string::npos ||
-         file.rfind("<frozen", 0) == 0;
+  if (file.find("/torch/") != std::string::npos || file.find("/torch_npu/") != std::string::npos ||
+      file.find("/torchair/") != std::string::npos || file.rfind("<frozen", 0) == 0 ||
+      file.rfind("<eval_with_key>", 0) == 0) {
+    return true;
+  }
+  if (library_prefixes == nullptr) return false;
+  for (const std::string& prefix : *library_prefixes) {
+    if (file.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
 }
 
 // "file.py:line" of one frame. Computing a line number scans the code's line table, so results are
@@ -25,6 +37,12 @@ std::string frameSite(PyFrameObject* frame, PyCodeObject* code, bool* is_library
   if (cache == nullptr) {
     cache = new std::unordered_map<uint64_t, std::pair<std::string, bool>>();
     held = new std::vector<PyObject*>();
+  }
+  if (prefixes_changed) {  // cached classifications may be stale
+    cache->clear();
+    for (PyObject* o : *held) Py_DECREF(o);
+    held->clear();
+    prefixes_changed = false;
   }
   const uint64_t key = (reinterpret_cast<uint64_t>(code) << 16) ^
                        static_cast<uint64_t>(PyFrame_GetLasti(frame));
@@ -72,6 +90,15 @@ std::string launchSite() {
 }
 
 }  // namespace
+
+void addLibraryPathPrefix(const std::string& prefix) {
+  if (library_prefixes == nullptr) library_prefixes = new std::vector<std::string>();
+  for (const std::string& known : *library_prefixes) {
+    if (known == prefix) return;
+  }
+  library_prefixes->push_back(prefix);
+  prefixes_changed = true;
+}
 
 void installLaunchSiteProvider() { at_npu::native::setLaunchSiteProvider(&launchSite); }
 

@@ -14,6 +14,7 @@
 #include "csrc/python/Distributed.h"
 #include "csrc/python/AccuracyBindings.h"
 #include "csrc/python/FormatBindings.h"
+#include "csrc/python/GraphBindings.h"
 #include "csrc/python/LaunchSite.h"
 #include "csrc/python/ProfilerBindings.h"
 
@@ -26,6 +27,7 @@ PYBIND11_MODULE(_C, m) {
   torch_npu::python::initProfilerBindings(m);
   torch_npu::python::initAccuracyBindings(m);
   torch_npu::python::initFormatBindings(m);
+  torch_npu::python::initGraphBindings(m);
   m.def("_op_stats", [] {
     py::dict out;
     for (const auto& [name, v] : at_npu::native::opStatsSnapshot()) {

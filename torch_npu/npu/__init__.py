@@ -132,3 +132,12 @@ _dump._from_env()
 
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+
+def __getattr__(name):
+    # Inductor's PrivateUse1 hook asks the device module for its codegen classes on first compile.
+    from torch_npu import dynamo
+
+    if name in dynamo.INDUCTOR_HOOK_NAMES:
+        return dynamo.inductor_hook(name)
+    raise AttributeError(f"module 'torch.npu' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Meta implementations for npu ops (torch.compile's shape inference)."""

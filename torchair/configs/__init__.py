@@ -1,0 +1,1 @@
+"""torchair configuration (CompilerConfig)."""
