@@ -174,7 +174,7 @@ def test_giou(is_cross):
     xywh = torch.cat([a[:2], a[2:] - a[:2]], 0)
     close(torch_npu.npu_giou(xywh.to(NPU), xywh.to(NPU), trans=True), torch.ones(4, 1))
     with pytest.raises(ValueError, match=r"\(4, N\)"):
-        torch_npu.npu_giou(a.t().contiguous().to(NPU), b.t().contiguous().to(NPU))
+        torch_npu.npu_giou(random_boxes(3, 4).to(NPU), random_boxes(3, 5).to(NPU))  # (N, 4) rows
 
 
 def test_nms_v4():

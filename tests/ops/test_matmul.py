@@ -136,8 +136,23 @@ def test_errors_match_cpu():
         torch.mm(torch.ones(3, device="npu"), torch.ones(3, 2, device="npu"))
         torch.npu.synchronize()
     with pytest.raises(RuntimeError, match="expected (m1 and m2|mat1 and mat2) to have the same dtype"):
-        torch.mm(torch.ones(2, 3, device="npu"), torch.ones(3, 2, dtype=torch.float16, device="npu"))
+        torch.mm(torch.ones(2, 3, device="npu"), torch.ones(3, 2, dtype=torch.float64, device="npu"))
         torch.npu.synchronize()
+
+
+def test_float16_operands_mix_with_float32_ones():
+    # As NPU cube units take them (a float32 nn.Linear on float16 activations): float32 accumulation,
+    # one rounding into the output's dtype.
+    g = torch.Generator().manual_seed(0)
+    a, w = torch.randn(6, 5, generator=g).half(), torch.randn(5, 4, generator=g)
+    expected = (a.float() @ w).half()
+    out = torch.mm(a.npu(), w.npu())
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.cpu(), expected)
+    torch.testing.assert_close(torch.bmm(a.npu()[None], w.npu()[None]).cpu()[0].float(), a.float() @ w,
+                               rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(torch.nn.functional.linear(a.npu(), w.t().npu()).cpu().float(), a.float() @ w,
+                               rtol=1e-3, atol=1e-3)
     with pytest.raises(RuntimeError, match="same device"):
         torch.mm(torch.ones(2, 3, device="npu"), torch.ones(3, 2))
 
