@@ -87,6 +87,13 @@ def test_transdata_launches_show_up_in_the_profilers(tmp_path):
     assert len(device) == 2 and all(e.time_range.end > e.time_range.start for e in device)
     cast = [e for e in prof.key_averages() if e.key == "npu::npu_format_cast"]
     assert cast and cast[0].device_time_total > 0, "the cast op owns its TransData's device time"
+    # torch_npu's op tests look for it the same way (torch.profiler.profile with torch_npu.testing loaded).
+    from torch_npu.testing.common_utils import check_operators_in_prof
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+        torch_npu.npu_format_cast(x, 29)  # FRACTAL_NZ
+    assert check_operators_in_prof(["aclnnTransData", "npu::npu_format_cast"], prof, ["aclnnAdd"])
 
     handler = torch_npu.profiler.tensorboard_trace_handler(str(tmp_path / "prof"))
     with torch_npu.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU],

@@ -47,8 +47,12 @@ def _wrap(cls):
         try:
             return exit_(self, *exc)
         finally:
-            torch.npu.synchronize()
-            self._npu_op_window[1] = _counts()
+            # torch.profiler.profile stops its inner autograd profiler with __exit__ alone (it was started
+            # without __enter__): only regions entered here have a window to close.
+            window = getattr(self, "_npu_op_window", None)
+            if window is not None:
+                torch.npu.synchronize()
+                window[1] = _counts()
 
     cls.__enter__, cls.__exit__ = __enter__, __exit__
 
