@@ -138,35 +138,34 @@ def internal_format():
 
 
 def test_private_format_operands_are_dumped_as_logical_values(tmp_path, internal_format):
-    """Device ops that take NC1HWC0 / FRACTAL_NZ operands natively (an in-place add over the
-    storage, an ATen-backed mm) dump the logical values and name the format and storage shape."""
+    """Device ops that take private-format operands natively (a convolution of NC1HWC0 input and
+    FRACTAL_Z weight, an mm of FRACTAL_NZ matrices) dump the logical values and name the format
+    and the padded storage shape."""
     torch.manual_seed(0)
-    x, m, w = torch.randn(2, 20, 3, 3), torch.randn(20, 24), torch.randn(24, 18)
+    x, k = torch.randn(2, 20, 5, 5), torch.randn(6, 20, 3, 3)   # 20 channels: 12 padding lanes
+    m, w = torch.randn(20, 24), torch.randn(24, 18)
     a = torch_npu.npu_format_cast(x.npu(), torch_npu.Format.NC1HWC0)
-    b = torch_npu.npu_format_cast(torch.ones(2, 20, 3, 3).npu(), torch_npu.Format.NC1HWC0)
+    kw = torch_npu.npu_format_cast(k.npu(), torch_npu.Format.FRACTAL_Z)
     mn = torch_npu.npu_format_cast(m.npu(), torch_npu.Format.FRACTAL_NZ)
     wn = torch_npu.npu_format_cast(w.npu(), torch_npu.Format.FRACTAL_NZ)
     torch.npu.init_dump()
     torch.npu.set_dump(_config(tmp_path))
-    a.add_(b)
-    p = torch.mm(mn, wn)
+    torch.nn.functional.conv2d(a, kw, padding=1)
+    torch.mm(mn, wn)
     torch.npu.finalize_dump()
-    torch.testing.assert_close(p.cpu(), m @ w, rtol=1e-4, atol=1e-4)
-    ops = [read_dump(f) for f in _files(tmp_path / "out")]
-    private = [(op.header["op_type"], t) for op in ops for t in op.tensors if t["format"] != "ND"]
-    by_shape = {}
-    for op_type, t in private:
-        by_shape.setdefault((op_type, t["role"], t["index"]), t)
-    add_in = by_shape[("Add", "input", 0)]
-    assert add_in["format"] == "NC1HWC0" and add_in["storage_shape"] == [2, 2, 3, 3, 16]
-    np.testing.assert_array_equal(add_in["array"], x.numpy())
-    np.testing.assert_allclose(by_shape[("Add", "output", 0)]["array"], x.numpy() + 1)
-    mm = [op for op in ops if op.header["op_type"] == "Mm"]
-    assert mm, [op.header["op_type"] for op in ops]
-    formats = {(t["role"], t["index"]): t for t in mm[0].tensors}
-    assert formats[("input", 0)]["format"] == "FRACTAL_NZ" and formats[("input", 0)]["storage_shape"] == [2, 2, 16, 16]
-    np.testing.assert_array_equal(formats[("input", 0)]["array"], m.numpy())
-    np.testing.assert_array_equal(formats[("input", 1)]["array"], w.numpy())
-    np.testing.assert_allclose(formats[("output", 0)]["array"], (m @ w).numpy(), rtol=1e-4, atol=1e-4)
+    ops = {op.header["op_type"]: {(t["role"], t["index"]): t for t in op.tensors}
+           for op in (read_dump(f) for f in _files(tmp_path / "out"))}
+    conv = ops["Convolution"]
+    assert conv[("input", 0)]["format"] == "NC1HWC0" and conv[("input", 0)]["storage_shape"] == [2, 2, 5, 5, 16]
+    assert conv[("input", 1)]["format"] == "FRACTAL_Z" and conv[("input", 1)]["storage_shape"] == [18, 1, 16, 16]
+    np.testing.assert_array_equal(conv[("input", 0)]["array"], x.numpy())
+    np.testing.assert_array_equal(conv[("input", 1)]["array"], k.numpy())
+    np.testing.assert_allclose(conv[("output", 0)]["array"],
+                               torch.nn.functional.conv2d(x, k, padding=1).numpy(), rtol=1e-4, atol=1e-4)
+    mm = ops["Mm"]
+    assert mm[("input", 0)]["format"] == "FRACTAL_NZ" and mm[("input", 0)]["storage_shape"] == [2, 2, 16, 16]
+    np.testing.assert_array_equal(mm[("input", 0)]["array"], m.numpy())
+    np.testing.assert_array_equal(mm[("input", 1)]["array"], w.numpy())
+    np.testing.assert_allclose(mm[("output", 0)]["array"], (m @ w).numpy(), rtol=1e-4, atol=1e-4)
     summary = convert(str(tmp_path / "out"), str(tmp_path / "npy")).summary()
     assert "(NC1HWC0)" in summary and "(FRACTAL_NZ)" in summary
