@@ -34,7 +34,11 @@ at::TensorOptions statusOptions(const at::Tensor& self) {
 }
 }  // namespace
 
+// These adapters are also the ops' Meta kernels (tracers, fake tensors): on a meta tensor they
+// only describe the 8-word status tensor.
+
 at::Tensor npu_alloc_float_status(const at::Tensor& self) {
+  if (self.is_meta()) return at::empty({kStatusWords}, statusOptions(self));
   checkDevice("npu_alloc_float_status", self);
   NPU_CHECK(nrtSetOverflowDetection(1));
   return at::zeros({kStatusWords}, statusOptions(self));
@@ -42,6 +46,7 @@ at::Tensor npu_alloc_float_status(const at::Tensor& self) {
 
 at::Tensor npu_get_float_status(const at::Tensor& self, int64_t mode) {
   checkMode("npu_get_float_status", mode);
+  if (self.is_meta()) return at::empty({kStatusWords}, statusOptions(self));
   checkDevice("npu_get_float_status", self);
   NPU_CHECK(nrtSetOverflowDetection(1));
   c10::DeviceGuard guard(self.device());
@@ -56,6 +61,7 @@ at::Tensor npu_get_float_status(const at::Tensor& self, int64_t mode) {
 
 at::Tensor npu_clear_float_status(const at::Tensor& self, int64_t mode) {
   checkMode("npu_clear_float_status", mode);
+  if (self.is_meta()) return at::empty({kStatusWords}, statusOptions(self));
   checkDevice("npu_clear_float_status", self);
   NPU_CHECK(nrtSetOverflowDetection(1));
   c10::DeviceGuard guard(self.device());
