@@ -72,7 +72,7 @@ def test_context_manager_folds_tensor_lists_and_skips_profiler_ranges():
     assert not [op for op in uses if op.startswith("profiler::")], "record_function ranges are not ops"
     assert list(uses["aten::stack.default"].shapes) == ["[3, 4] x5"]
     assert list(uses["aten::stack.default"].dtypes) == ["float32 x5"]
-    assert uses["aten::stack.default"].detail == "ran on cpu only; on npu: built from other ops"
+    assert uses["aten::stack.default"].detail == "ran on cpu only; on npu: decomposes into other ops"
     with OpReport() as report:
         torch._foreach_add([torch.ones(i + 1) for i in range(10)], 1.0)
     (shapes,) = list({u.op: u for u in report.ops}["aten::_foreach_add.Scalar"].shapes)

@@ -132,9 +132,12 @@ class BuiltinRewriter(ch.Pass):
 
     def _torch_cuda(self, original, updated):
         name = "torch.cuda." + original.attr.value
-        counterpart = mappings.npu_counterpart(name)
+        # A listed note wins over a same-named torch.npu function whose answer means something else
+        # (get_device_capability exists on npu but answers None).
+        note = mappings.manual_note(name)
+        counterpart = None if note else mappings.npu_counterpart(name)
         if counterpart is None:
-            note = mappings.manual_note(name) or "no npu counterpart; left unchanged"
+            note = note or "no npu counterpart; left unchanged"
             self.record(original, ch.MANUAL, f"{name}: {note}", same_as=note)
             return updated
         self.record(original, ch.API, f"{name} -> {counterpart}")
