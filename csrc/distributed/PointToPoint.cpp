@@ -100,8 +100,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launchP2P(bool is_send, std::ve
         text = "lost the connection to rank " + std::to_string(global_peer) + " (its process exited or crashed)" +
                transport;
       }
+      if (!text.empty()) state->fail(what + " failed: " + text);  // before the Work reports it
       work->markFinished(text);
-      if (!text.empty()) state->fail(what + " failed: " + text);
     };
     state->transport().p2p().submit(std::move(op));
   });

@@ -175,12 +175,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
         } catch (const std::exception& e) {
           error = state->explain(e, seq, name, deadline);
         }
+        // The group is marked failed before the Work reports it, so that a caller who saw the
+        // failure finds the group unusable at its next collective.
+        if (!error.empty()) state->fail(what + " failed: " + error);
         // With outputs to write back, the Work finishes after the write-back (below) unless it failed.
         if (!error.empty() || !writes_back) work->markFinished(error);
-        if (!error.empty()) {
-          state->fail(what + " failed: " + error);
-          throw std::runtime_error(error);
-        }
+        if (!error.empty()) throw std::runtime_error(error);
       });
   if (writes_back) {
     std::string error;  // the Work carries a failed write-back instead of never finishing
