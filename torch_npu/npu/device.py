@@ -1,7 +1,9 @@
 """Device selection, synchronisation and device properties for npu."""
 
+import atexit
 import os
 import re
+import sys
 import warnings
 
 import torch
@@ -66,6 +68,22 @@ def set_device(dev) -> None:
 def synchronize(dev=None) -> None:
     """Wait for all work queued on every stream of the device; raises a failed task's error."""
     _C._synchronize(_index(dev))
+
+
+def _drain_at_exit(pid=os.getpid()) -> None:
+    """Before the interpreter shuts down, let queued device work finish. A stream task that still
+    holds tensors would otherwise release them on a worker thread after Python has finalized (an
+    abort at exit), and a collective this rank queued last would never reach its peers."""
+    if os.getpid() != pid:  # a forked child: the parent's stream workers do not run here
+        return
+    for index in range(device_count()):
+        try:
+            _C._synchronize(index)
+        except Exception as e:  # noqa: BLE001 - a failure nobody synchronised for: report, exit normally
+            print(f"torch_npu: queued work on npu:{index} failed before exit: {e}", file=sys.stderr)
+
+
+atexit.register(_drain_at_exit)
 
 
 def get_device_name(dev=None) -> str:
