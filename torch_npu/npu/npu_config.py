@@ -54,8 +54,6 @@ def set_option(option):
 def set_compile_mode(jit_compile=False):
     """Choose online compilation of ops (jit_compile=True) or precompiled binaries (False). The
     software NPU has no op compiler, so both run the same kernels; is_jit_compile_false() reads it."""
-    if not isinstance(jit_compile, bool):
-        raise TypeError(f"set_compile_mode: jit_compile must be a bool, got {type(jit_compile).__name__}")
     _C._set_option("jitCompile", "enable" if jit_compile else "disable")
 
 
@@ -133,4 +131,3 @@ class _Flags:
 
 matmul = _Flags(allow_hf32=("ALLOW_MATMUL_HF32", False), cube_math_type=("CUBE_MATH_TYPE", None))
 conv = _Flags(allow_hf32=("ALLOW_CONV_HF32", True))
-# torch.npu.config (allow_internal_format) is in format_config.py: it switches the format handling in C++.
