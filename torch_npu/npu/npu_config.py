@@ -54,6 +54,8 @@ def set_option(option):
 def set_compile_mode(jit_compile=False):
     """Choose online compilation of ops (jit_compile=True) or precompiled binaries (False). The
     software NPU has no op compiler, so both run the same kernels; is_jit_compile_false() reads it."""
+    if not isinstance(jit_compile, bool):
+        raise TypeError(f"set_compile_mode: jit_compile must be a bool, got {type(jit_compile).__name__}")
     _C._set_option("jitCompile", "enable" if jit_compile else "disable")
 
 
