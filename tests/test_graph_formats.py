@@ -3,8 +3,6 @@ converted to their base format in place on the call, npu ops inside the graph re
 even under allow_internal_format, and npu_format_cast inside a graph is a copy. Results are checked
 against the same code run eagerly on the CPU."""
 
-import contextlib
-
 import pytest
 import torch
 import torch._inductor.config
@@ -13,6 +11,8 @@ import torch.nn as nn
 import torch_npu
 from torch_npu import Format
 
+from formats.reference import internal_format
+
 NPU = "npu"
 
 
@@ -20,16 +20,6 @@ NPU = "npu"
 def _compile_in_process():
     with torch._inductor.config.patch(compile_threads=1):
         yield
-
-
-@contextlib.contextmanager
-def internal_format(allow):
-    old = torch.npu.config.allow_internal_format
-    torch.npu.config.allow_internal_format = allow
-    try:
-        yield
-    finally:
-        torch.npu.config.allow_internal_format = old
 
 
 def compiled(fn, **kwargs):
