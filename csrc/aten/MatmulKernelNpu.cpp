@@ -12,9 +12,9 @@ namespace {
 
 constexpr int8_t kKeepPrecision = 0;  // cubeMathType: compute in the tensors' own precision
 
-bool matmulOnDevice(std::initializer_list<at::Tensor> tensors, const at::Tensor& out) {
+bool matmulOnDevice(TensorRefs tensors, const at::Tensor& out) {
   if (!deviceOpsSupport(tensors)) return false;
-  for (const auto& t : tensors) {
+  for (const at::Tensor& t : tensors) {
     if (t.device() != out.device() || t.scalar_type() != out.scalar_type()) return false;
   }
   return at::isFloatingType(out.scalar_type()) || out.scalar_type() == at::kLong ||

@@ -13,8 +13,8 @@ namespace {
 std::atomic<LaunchSiteProvider> site_provider{nullptr};
 
 struct Task {
-  std::string what;
-  std::string site;
+  const char* what;
+  const LaunchSite* site;
   std::function<void()> fn;
 
   // Runs the function; returns the attributed error message, or "" on success.
@@ -28,8 +28,8 @@ struct Task {
     } catch (const std::exception& e) {
       error = e.what();
     }
-    std::string msg = what + " failed: " + error;
-    if (!site.empty()) msg += "\n  launched from " + site;
+    std::string msg = std::string(what) + " failed: " + error;
+    if (site != nullptr) msg += "\n  launched from " + site->location;
     return msg;
   }
 };
@@ -46,14 +46,14 @@ int runQueuedTask(void* data) {
 
 void setLaunchSiteProvider(LaunchSiteProvider provider) { site_provider.store(provider); }
 
-std::string currentLaunchSite() {
-  LaunchSiteProvider provider = site_provider.load();
-  return provider ? provider() : std::string();
+const LaunchSite* currentLaunchSite() {
+  LaunchSiteProvider provider = site_provider.load(std::memory_order_acquire);
+  return provider ? provider() : nullptr;
 }
 
-void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::function<void()> fn) {
+void launchDeviceTask(const c10_npu::NPUStream& stream, const char* what, std::function<void()> fn) {
   const ExecutionPolicy& policy = executionPolicy();
-  auto task = std::make_unique<Task>(Task{std::move(what), currentLaunchSite(), std::move(fn)});
+  auto task = std::make_unique<Task>(Task{what, currentLaunchSite(), std::move(fn)});
   if (!policy.task_queue) {
     // Synchronous launch: earlier work first, then this task on the calling thread.
     stream.synchronize();

@@ -31,8 +31,8 @@ void throwDeviceOpError(const char* name, const char* phase, aclnnStatus status)
 }
 
 void tagDeviceOpLaunch() {
-  const std::string site = currentLaunchSite();
-  aclnnSetLaunchTag(site.empty() ? nullptr : ("(launched from " + site + ")").c_str());
+  const LaunchSite* site = currentLaunchSite();
+  aclnnSetLaunchTagStatic(site ? site->op_tag.c_str() : nullptr);
 }
 
 void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecutor* executor) {
@@ -56,6 +56,8 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
     last_name = op.name;
   }
   countOp(*last_counters, OpPath::kDeviceOp);
+  // Hook point for launch-side activity records (op name, stream, launch site): here every named
+  // device op has been queued exactly once.
   const ExecutionPolicy& policy = executionPolicy();
   if (!policy.task_queue || policy.launch_blocking) stream.synchronize();
 }

@@ -20,8 +20,7 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
 void tagDeviceOpLaunch();
 
 template <typename... Args>
-void execNpuCmd(const char* name, const Args&... args) {
-  const aclnnOpEntry& op = findDeviceOp(name);
+void execNpuCmdWith(const aclnnOpEntry& op, const char* name, const Args&... args) {
   auto converted = std::make_tuple(ConvertType(args)...);
   using GetWorkspaceSize = aclnnStatus (*)(decltype(ConvertType(args))..., uint64_t*, aclOpExecutor**);
   uint64_t workspace_size = 0;
@@ -37,6 +36,11 @@ void execNpuCmd(const char* name, const Args&... args) {
   std::apply([](auto... descriptors) { (Release(descriptors), ...); }, converted);
   if (status != ACLNN_SUCCESS) throwDeviceOpError(name, "GetWorkspaceSize", status);
   launchDeviceOp(op, workspace_size, executor);
+}
+
+template <typename... Args>
+void execNpuCmd(const char* name, const Args&... args) {
+  execNpuCmdWith(findDeviceOp(name), name, args...);
 }
 
 // The builder form of the same launch, for adapters that read better spelled out:
@@ -81,4 +85,11 @@ class OpCommand {
 
 }  // namespace at_npu::native
 
-#define EXEC_NPU_CMD(aclnn_api, ...) ::at_npu::native::execNpuCmd(#aclnn_api, __VA_ARGS__)
+// The registry entry is looked up once per call site (entries never change once handed out).
+#define EXEC_NPU_CMD(aclnn_api, ...)                                                       \
+  ::at_npu::native::execNpuCmdWith(                                                        \
+      []() -> const aclnnOpEntry& {                                                        \
+        static const aclnnOpEntry& entry = ::at_npu::native::findDeviceOp(#aclnn_api);     \
+        return entry;                                                                      \
+      }(),                                                                                 \
+      #aclnn_api, __VA_ARGS__)

@@ -10,12 +10,14 @@
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/python/LaunchSite.h"
+#include "csrc/python/MemorySnapshot.h"
 
 namespace py = pybind11;
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
+  torch_npu::python::initMemoryBindings(m);
   m.def("_op_stats", [] {
     py::dict out;
     for (const auto& [name, v] : at_npu::native::opStatsSnapshot()) {

@@ -32,6 +32,7 @@ from torch_npu.npu.memory import (
     mem_get_info,
     memory_allocated,
     memory_reserved,
+    memory_snapshot,
     memory_stats,
     memory_summary,
     reset_accumulated_memory_stats,
@@ -87,6 +88,7 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return is_available()
 
 
+from torch_npu.npu import memory  # noqa: E402  (torch.npu.memory._record_memory_history, ...)
 from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)
 
 # `import torch.npu.amp` / `from torch.npu.amp import GradScaler` find this module instead of loading a
