@@ -106,6 +106,9 @@ def write_markdown(doc, path: str, chart_name: str = "benchmarks.png") -> None:
     for section in doc["sections"]:
         section_rows = [r for r in rows if r["section"] == section]
         out += [f"## {TITLES[section]}", ""] + _section_table(section_rows) + [""]
+        if section == "small_ops" and doc.get("launch_profile") is not None:
+            import launch_profile
+            out += ["### Where the launch goes", ""] + launch_profile.markdown(doc["launch_profile"])
     missed = [r for r in targeted if r["met"] is False]
     unmeasured = [r for r in rows if r["npu"] is None]
     out += ["## Missed targets: why, and what would fix them", ""]

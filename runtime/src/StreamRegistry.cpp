@@ -27,7 +27,7 @@ struct CachedStream {
   uint64_t epoch = 0;
   nrtStream_t handle = nullptr;
   int device = -1;
-  std::shared_ptr<Stream> stream;
+  Stream* stream = nullptr;
 };
 struct CachedDeviceStreams {
   uint64_t generation = 0;
@@ -35,16 +35,37 @@ struct CachedDeviceStreams {
   int device = -1;
   std::vector<std::shared_ptr<Stream>> streams;
 };
-thread_local CachedStream t_streams[4];
-thread_local CachedDeviceStreams t_device_streams;
+// Per thread: the last streams resolved (with references keeping them alive) and the last device's
+// stream list. Reached through one trivially destructible pointer, so that the launch path pays a
+// single TLS lookup and no guard checks.
+struct ThreadCache {
+  CachedStream streams[4];
+  std::shared_ptr<Stream> keep[4];
+  CachedDeviceStreams device;
+};
+thread_local ThreadCache* t_cache = nullptr;
+
+ThreadCache& Cache() {
+  if (t_cache == nullptr) {
+    struct Owner {
+      ThreadCache cache;
+      ~Owner() { t_cache = nullptr; }
+    };
+    thread_local Owner owner;
+    t_cache = &owner.cache;
+  }
+  return *t_cache;
+}
 }  // namespace
 
 nrtError_t StreamRegistry::ResolveCached(nrtStream_t handle, int current_device, Stream** stream) {
   const uint64_t epoch = epoch_.load(std::memory_order_acquire);
-  CachedStream& c = t_streams[(HandleId(handle) ^ static_cast<uint64_t>(current_device)) & 3];
+  ThreadCache& cache = Cache();
+  const size_t slot = (HandleId(handle) ^ static_cast<uint64_t>(current_device)) & 3;
+  CachedStream& c = cache.streams[slot];
   if (c.generation == generation_ && c.epoch == epoch && c.handle == handle &&
       (handle != nullptr || c.device == current_device)) {
-    *stream = c.stream.get();
+    *stream = c.stream;
     return NRT_SUCCESS;
   }
   std::shared_ptr<Stream> found;
@@ -52,13 +73,14 @@ nrtError_t StreamRegistry::ResolveCached(nrtStream_t handle, int current_device,
   *stream = found.get();
   // Creating the default stream bumped the epoch: record the value that includes it.
   c = CachedStream{generation_, epoch_.load(std::memory_order_acquire), handle, current_device,
-                   std::move(found)};
+                   found.get()};
+  cache.keep[slot] = std::move(found);
   return NRT_SUCCESS;
 }
 
 const std::vector<std::shared_ptr<Stream>>& StreamRegistry::OnDeviceCached(int device) {
   const uint64_t epoch = epoch_.load(std::memory_order_acquire);
-  CachedDeviceStreams& c = t_device_streams;
+  CachedDeviceStreams& c = Cache().device;
   if (c.generation != generation_ || c.epoch != epoch || c.device != device) {
     c = CachedDeviceStreams{generation_, epoch, device, OnDevice(device)};
   }
