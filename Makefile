@@ -6,7 +6,7 @@ DEPS_STAMP := $(VENV)/.deps-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
-.PHONY: all build test test-cpp test-python demo bench system-deps clean conformance supported-ops
+.PHONY: all build test test-cpp test-python demo bench system-deps clean conformance supported-ops optests
 
 all: build
 
@@ -44,6 +44,14 @@ test: test-cpp test-python
 # PyTorch's OpInfo tests on npu, every op (test-python runs a representative slice); prints the counts.
 conformance: build
 	cd tests && NPU_CONFORMANCE=all PYTORCH_PRINT_REPRO_ON_FAILURE=0 ../$(VPY) -m pytest -q -p no:cacheprovider conformance/
+
+# torch_npu's own op tests, unchanged, from an op-plugin checkout: one process per file, 2 at a time;
+# prints pass/fail per file and failures by cause, and writes the summary into docs/conformance.md.
+# OPTESTS_ARGS="--files test_add.py ..." or "--sample 40" runs part of them (the docs stay as they are).
+optests: build
+	@test -n "$(OPPLUGIN)" || { echo "usage: make optests OPPLUGIN=/path/to/op-plugin-checkout"; exit 2; }
+	$(VPY) -m pip install -q -r requirements-optests.txt
+	$(VPY) tools/optests/run.py $(OPPLUGIN) --jobs 2 --doc docs/conformance.md $(OPTESTS_ARGS)
 
 # docs/supported_ops.md from the dispatcher registry of the installed build.
 supported-ops: build

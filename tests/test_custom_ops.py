@@ -207,3 +207,48 @@ def test_gelu_worked_example(approximate):
     close(compiled(x.to(NPU)), ref_fn(x) * 2)
     with pytest.raises(ValueError, match="approximate must be"):
         torch_npu.npu_gelu(x.to(NPU), approximate="fast")
+
+
+def test_layout_sort_and_reduce_ops_match_cpu():
+    x = torch.randn(3, 4, 5)
+    torch.testing.assert_close(torch_npu.npu_transpose(x.npu(), (2, 0, 1)).cpu(), x.permute(2, 0, 1))
+    assert torch_npu.npu_transpose(x.npu(), (2, 0, 1)).is_contiguous()
+    torch.testing.assert_close(torch_npu.npu_slice(x.npu(), [1, 0, 2], [2, 3, 3]).cpu(), x[1:3, 0:3, 2:5])
+    with pytest.raises(ValueError, match="exceeds"):
+        torch_npu.npu_slice(x.npu(), [2, 0, 0], [2, 1, 1])
+    torch.testing.assert_close(torch_npu.npu_pad(torch.ones(2, 3).npu(), [1, 0, 2, 1]).cpu(),
+                               torch.nn.functional.pad(torch.ones(2, 3), (2, 1, 1, 0)))
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    torch.testing.assert_close(torch_npu.npu_bmmV2(a.npu(), b.npu(), []).cpu(), a @ b, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch_npu.npu_sort_v2(x.npu(), 1, True).cpu(), x.sort(1, True)[0])
+    values, indices = torch_npu.npu_max(x.npu(), 2, keepdim=True)
+    ref = x.max(2, keepdim=True)
+    assert indices.dtype == torch.int32
+    torch.testing.assert_close(values.cpu(), ref.values)
+    torch.testing.assert_close(indices.cpu().long(), ref.indices)
+    values, indices = torch_npu.npu_min(x.npu(), 0)
+    torch.testing.assert_close(values.cpu(), x.min(0).values)
+
+
+def test_mish_and_softmax_cross_entropy_with_logits():
+    x = torch.randn(4, 6)
+    xn = x.npu().requires_grad_()
+    y = torch_npu.npu_mish(xn)
+    xc = x.clone().requires_grad_()
+    ref = torch.nn.functional.mish(xc)
+    torch.testing.assert_close(y.cpu(), ref)
+    y.sum().backward()
+    ref.sum().backward()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad)
+    labels = torch.softmax(torch.randn(4, 6), -1)
+    loss = torch_npu.npu_softmax_cross_entropy_with_logits(x.npu(), labels.npu())
+    torch.testing.assert_close(loss.cpu(), -(labels * x.log_softmax(-1)).sum(-1))
+    assert torch_npu.fast_gelu is torch_npu.npu_fast_gelu
+
+
+def test_copy_memory_():
+    dst, src = torch.zeros(2, 3).npu(), torch.arange(6.0).npu()
+    torch_npu.copy_memory_(dst, src)
+    torch.testing.assert_close(dst.cpu(), torch.arange(6.0).view(2, 3))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch_npu.copy_memory_(dst, src.int())

@@ -53,6 +53,38 @@ def _register_custom_ops() -> None:
     for name in _op_bindings.__all__:
         globals()[name] = getattr(_op_bindings, name)
     _op_bindings.install_tensor_methods()
+    globals()["fast_gelu"] = _op_bindings.npu_fast_gelu  # torch_npu's other spelling
+
+
+def copy_memory_(self, src, non_blocking=False):
+    """Copy `src` into `self`: both npu tensors of one dtype, on one device, with as many elements."""
+    if self.device.type != "npu" or src.device.type != "npu":
+        raise RuntimeError(f"copy_memory_ only supports npu tensors, got {self.device} and {src.device}")
+    if self.dtype != src.dtype or self.device != src.device or self.numel() != src.numel():
+        raise RuntimeError("copy_memory_: tensors must have the same dtype, device and number of elements, "
+                           f"got {self.dtype}/{self.device}/{self.numel()} and {src.dtype}/{src.device}/"
+                           f"{src.numel()}")
+    return self.copy_(src.view(self.shape), non_blocking=non_blocking)
 
 
 _register_custom_ops()
+
+import sys as _sys  # noqa: E402
+
+from torch_npu import _formats  # noqa: E402
+
+# Format, get_npu_format, npu_format_cast (with Tensor / dtype arguments), npu_format_cast_,
+# get_storage_size; Tensor.npu_format_cast / npu_format_cast_.
+_formats.install(_sys.modules[__name__])
+
+from torch_npu import utils  # noqa: E402,F401  (torch_npu.utils.cpp_extension, cmake_prefix_path)
+
+
+def _install_onnx_support() -> None:
+    """npu ops in torch.onnx.export (torch_npu/onnx/): legacy symbolics now, dynamo table at export."""
+    from torch_npu.onnx._hook import install
+
+    install()
+
+
+_install_onnx_support()

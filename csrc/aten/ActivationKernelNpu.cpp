@@ -1,7 +1,10 @@
 // ActivationKernelNpu.cpp - gelu and silu (forward and backward) and the backward kernels of relu
 // (threshold_backward), sigmoid and tanh, on device ops.
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
+
+#include "csrc/framework/FormatCast.h"
 
 #include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/NpuNativeFunctions.h"
@@ -38,6 +41,7 @@ at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::T
   }
   c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, self.sizes());
+  adoptInputFormat(out, self);
   EXEC_NPU_CMD(aclnnGelu, self, mode, out);
   return out;
 }
@@ -51,6 +55,7 @@ at::Tensor& gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& s
   }
   c10::DeviceGuard guard(grad_input.device());
   at::native::resize_output(grad_input, self.sizes());
+  adoptInputFormat(grad_input, grad_output, self);
   EXEC_NPU_CMD(aclnnGeluBackward, grad_output, self, mode, grad_input);
   return grad_input;
 }
@@ -62,6 +67,7 @@ at::Tensor& silu_out(const at::Tensor& self, at::Tensor& out) {
   }
   c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, self.sizes());
+  adoptInputFormat(out, self);
   EXEC_NPU_CMD(aclnnSilu, self, out);
   return out;
 }
@@ -74,6 +80,7 @@ at::Tensor& silu_out(const at::Tensor& self, at::Tensor& out) {
     }                                                                                            \
     c10::DeviceGuard guard(grad_input.device());                                                 \
     at::native::resize_output(grad_input, x.sizes());                                            \
+    adoptInputFormat(grad_input, grad_output, x);                                              \
     EXEC_NPU_CMD(aclnn##Name, grad_output, x, grad_input);                                       \
     return grad_input;                                                                           \
   }
@@ -97,7 +104,8 @@ at::Tensor& threshold_backward_out(const at::Tensor& grad_output, const at::Tens
     return grad_input;
   }
   c10::DeviceGuard guard(grad_input.device());
-  at::native::resize_output(grad_input, self.sizes());
+  at::native::resize_output(grad_input, at::infer_size(grad_output.sizes(), self.sizes()));
+  adoptInputFormat(grad_input, grad_output, self);
   EXEC_NPU_CMD(aclnnThresholdBackward, grad_output, self, threshold, grad_input);
   return grad_input;
 }

@@ -4,6 +4,8 @@
 
 #include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/framework/FormatCast.h"
+#include "csrc/framework/FormatHelper.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -15,8 +17,9 @@ bool convOnDevice(const at::Tensor& input, const at::Tensor& weight, const at::T
   if (!deviceOpsSupport({input, weight, bias}) || !at::isFloatingType(input.scalar_type())) {
     return false;
   }
+  // Empty inputs or weights (zero channels) take PyTorch's own path: a bias-filled or empty result.
   return weight.device() == input.device() && (!bias.defined() || bias.device() == input.device()) &&
-         weight.scalar_type() == input.scalar_type();
+         weight.scalar_type() == input.scalar_type() && input.numel() > 0 && weight.numel() > 0;
 }
 
 std::vector<int64_t> convOutputShape(const at::Tensor& input, const at::Tensor& weight,
@@ -57,6 +60,11 @@ std::vector<int64_t> convOutputShape(const at::Tensor& input, const at::Tensor& 
   return shape;
 }
 
+// The private layout of activations of `dim` dims on an NPU.
+int64_t activationFormat(int64_t dim) {
+  return dim == 4 ? ACL_FORMAT_NC1HWC0 : dim == 5 ? ACL_FORMAT_NDC1HWC0 : ACL_FORMAT_ND;
+}
+
 }  // namespace
 
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
@@ -72,7 +80,10 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
   const auto shape =
       convOutputShape(input, weight, stride, padding, dilation, transposed, output_padding, groups);
   c10::DeviceGuard guard(input.device());
-  at::Tensor out = at::empty(shape, input.options().memory_format(input.suggest_memory_format()));
+  // Under allow_internal_format the result is NC1HWC0 (NDC1HWC0 for 3-d), as on an NPU.
+  at::Tensor out = allowInternalFormat()
+                       ? emptyPreferringFormat(shape, input.options(), activationFormat(input.dim()))
+                       : at::empty(shape, input.options().memory_format(input.suggest_memory_format()));
   EXEC_NPU_CMD(aclnnConvolution, input, weight, b, stride, padding, dilation, transposed,
                output_padding, groups, out, kKeepPrecision);
   return out;
@@ -93,9 +104,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   c10::DeviceGuard guard(input.device());
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {
-    grad_input = at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
+    grad_input = allowInternalFormat()
+                     ? emptyPreferringFormat(input.sizes(), input.options(), activationFormat(input.dim()))
+                     : at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
   }
-  if (output_mask[1]) grad_weight = at::empty(weight.sizes(), weight.options());
+  // The weight's gradient takes the weight's layout, so that the optimizer step needs no TransData.
+  if (output_mask[1]) {
+    grad_weight = allowInternalFormat() ? emptyPreferringFormat(weight.sizes(), weight.options(), npuFormatOf(weight))
+                                        : at::empty(weight.sizes(), weight.options());
+  }
   if (output_mask[2]) {
     const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
     grad_bias = at::empty({channels}, grad_output.options());

@@ -11,6 +11,8 @@
 #include "csrc/core/NPUHostAllocator.h"
 #include "csrc/core/NPUStream.h"
 #include "csrc/framework/DeviceTask.h"
+#include "csrc/framework/FormatCast.h"
+#include "csrc/framework/FormatHelper.h"
 #include "csrc/framework/HostView.h"
 #include "csrc/framework/OpCommand.h"
 
@@ -123,6 +125,44 @@ void copyNpuToHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
   }
 }
 
+// Copies where either side is in a private format (the caller saw anyPrivateFormat()). A whole
+// private destination is filled through a plain tensor of its shape and one TransData; a view of
+// one through its base-layout stand-in; a private source is read through its stand-in. Returns
+// false when neither side is private.
+bool copyWithFormats(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const NPUStorageDesc* src_desc = isNpu(src) ? privateDesc(src) : nullptr;
+  const NPUStorageDesc* dst_desc = isNpu(dst) ? privateDesc(dst) : nullptr;
+  if (src_desc == nullptr && dst_desc == nullptr) return false;
+  c10::DeviceGuard guard(isNpu(dst) ? dst.device() : src.device());
+  if (src_desc != nullptr && dst_desc != nullptr && src.device() == dst.device() &&
+      isWholeTensor(src, *src_desc) && isWholeTensor(dst, *dst_desc) &&
+      src.storage().nbytes() == dst.storage().nbytes() && src_desc->npu_format == dst_desc->npu_format &&
+      src_desc->storage_sizes == dst_desc->storage_sizes) {
+    // Same layout: the storage bytes as they are.
+    NPU_CHECK(nrtMemcpyAsync(dst.storage().mutable_data(), src.storage().data(), dst.storage().nbytes(),
+                             NRT_MEMCPY_DEVICE_TO_DEVICE,
+                             c10_npu::getCurrentNPUStream(dst.device().index()).handle()));
+    return true;
+  }
+  if (src_desc != nullptr && dst_desc != nullptr && src.device() == dst.device() &&
+      isWholeTensor(src, *src_desc) && isWholeTensor(dst, *dst_desc) && src.dtype() == dst.dtype()) {
+    transDataBetweenPrivate(src.storage(), *src_desc, dst.storage(), *dst_desc);  // one TransData
+    return true;
+  }
+  if (dst_desc != nullptr && isWholeTensor(dst, *dst_desc)) {
+    at::Tensor staged = at::empty(dst.sizes(), dst.options());
+    staged.copy_(src, non_blocking);
+    transDataToPrivate(staged, dst.storage(), *dst_desc);
+    return true;
+  }
+  BaseLayouts layouts;
+  const at::Tensor s = layouts.get(src, /*written=*/false);
+  const at::Tensor d = layouts.get(dst, /*written=*/true);
+  d.copy_(s, non_blocking);
+  layouts.commit();
+  return true;
+}
+
 }  // namespace
 
 at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
@@ -134,6 +174,7 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
   // copy_ broadcasts src to dst; anything else is the error the CPU gives.
   TORCH_CHECK(at::infer_size(dst.sizes(), self.sizes()) == dst.sizes(), "copy_: source of shape ",
               self.sizes(), " cannot be broadcast to the destination shape ", dst.sizes());
+  if (C10_UNLIKELY(anyPrivateFormat()) && copyWithFormats(self, dst, non_blocking)) return dst;
   if (isNpu(self) && isNpu(dst)) {
     copyBetweenNpus(self, dst);
   } else if (isNpu(dst)) {

@@ -1,6 +1,8 @@
 // DeviceOpSupport.cpp - dtype support, operand placement and out= checks for device-op adapters.
 #include "csrc/aten/DeviceOpSupport.h"
 
+#include "csrc/framework/FormatCast.h"
+
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
@@ -46,6 +48,7 @@ at::ScalarType prepareBinaryOut(const char* op, const at::Tensor& self, const at
   at::assert_no_partial_overlap(out, self);
   at::assert_no_partial_overlap(out, other);
   at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));
+  adoptInputFormat(out, self, other);
   return common;
 }
 
@@ -53,6 +56,7 @@ void prepareUnaryOut(const char* op, const at::Tensor& self, const at::Tensor& o
   at::assert_no_internal_overlap(out);
   at::assert_no_partial_overlap(out, self);
   at::native::resize_output(out, self.sizes());
+  adoptInputFormat(out, self);
 }
 
 void checkOutOverlap(const at::Tensor& out, TensorRefs inputs) {

@@ -7,6 +7,7 @@
 #include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/core/NPUFunctions.h"
+#include "csrc/framework/FormatCast.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -129,6 +130,7 @@ bool tryBinaryFast(BinaryOp op, const at::Tensor& self, const at::Tensor& other,
     if (!resultAllowed(op, result, self.scalar_type(), alpha)) return false;
     MaybeDeviceGuard guard(self);
     *out = emptyLikeDense(self, result);
+    adoptInputFormat(*out, self);
     launchScalar(op, self, *number, alpha, *out);
     return true;
   }
@@ -151,6 +153,7 @@ bool tryBinaryFast(BinaryOp op, const at::Tensor& self, const at::Tensor& other,
     }
     *out = empty(shape, result, std::nullopt, self.device(), std::nullopt, std::nullopt);
   }
+  adoptInputFormat(*out, self, other);
   launchTensor(op, self, other, alpha, *out);
   return true;
 }

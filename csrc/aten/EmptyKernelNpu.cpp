@@ -1,9 +1,10 @@
-// EmptyKernelNpu.cpp - uninitialised npu tensors from the caching allocator.
+// EmptyKernelNpu.cpp - uninitialised npu tensors (NPUStorageImpl storages from the caching allocator).
 #include <ATen/EmptyTensor.h>
 
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/core/NPUCachingAllocator.h"
 #include "csrc/core/NPUFunctions.h"
+#include "csrc/framework/StorageDesc.h"
 
 namespace at_npu::native {
 namespace {
@@ -13,6 +14,13 @@ c10::DeviceGuard guardFor(std::optional<at::Device> device) {
   if (!d.has_index()) d = at::Device(c10::DeviceType::PrivateUse1, c10_npu::current_device());
   c10_npu::check_device_index(d.index());
   return c10::DeviceGuard(d);
+}
+
+// npu storages are NPUStorageImpl, so that any of them can later take a private format.
+c10::Storage npuStorage(size_t nbytes) {
+  c10::Allocator* allocator = c10_npu::NPUCachingAllocator::get();
+  return c10::Storage(makeNpuStorage(c10::StorageImpl::use_byte_size_t(), static_cast<int64_t>(nbytes),
+                                     allocator->allocate(nbytes), allocator, /*resizable=*/true));
 }
 
 void checkOptions(std::optional<at::Layout> layout, std::optional<bool> pin_memory) {
@@ -29,10 +37,16 @@ at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                  std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
   checkOptions(layout, pin_memory);
   auto guard = guardFor(device);
-  return at::detail::empty_generic(size, c10_npu::NPUCachingAllocator::get(),
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   dtype.value_or(at::get_default_dtype_as_scalartype()),
-                                   memory_format);
+  at::detail::check_size_nonnegative(size);
+  const auto meta = c10::scalarTypeToTypeMeta(dtype.value_or(at::get_default_dtype_as_scalartype()));
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      npuStorage(at::detail::computeStorageNbytesContiguous(size, meta.itemsize())),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta);
+  if (size.size() != 1 || size[0] != 0) t.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Contiguous) {
+    t.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
+  return t;
 }
 
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
@@ -40,9 +54,13 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
                          std::optional<at::Device> device, std::optional<bool> pin_memory) {
   checkOptions(layout, pin_memory);
   auto guard = guardFor(device);
-  return at::detail::empty_strided_generic(size, stride, c10_npu::NPUCachingAllocator::get(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           dtype.value_or(at::get_default_dtype_as_scalartype()));
+  at::detail::check_size_nonnegative(size);
+  const auto meta = c10::scalarTypeToTypeMeta(dtype.value_or(at::get_default_dtype_as_scalartype()));
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      npuStorage(at::detail::computeStorageNbytes(size, stride, meta.itemsize())),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta);
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
+  return t;
 }
 
 }  // namespace at_npu::native

@@ -5,6 +5,8 @@
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUStream.h"
 #include "csrc/framework/DeviceTask.h"
+#include "csrc/framework/FormatCast.h"
+#include "csrc/framework/FormatHelper.h"
 #include "csrc/framework/HostView.h"
 
 namespace at_npu::native {
@@ -14,6 +16,20 @@ at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
   // Reject a value the dtype cannot hold here, at the calling line, not later at a sync point.
   at::empty({}, self.options().device(c10::DeviceType::CPU)).fill_(value);
   c10::DeviceGuard guard(self.device());
+  if (C10_UNLIKELY(anyPrivateFormat())) {
+    if (const NPUStorageDesc* desc = privateDesc(self)) {
+      // A whole private tensor: every lane of its storage, padding included (padding is never
+      // read). A view of one: through its base-layout stand-in.
+      BaseLayouts layouts;
+      at::Tensor target = isWholeTensor(self, *desc)
+                              ? flatStorageView(self.storage(), *desc)
+                              : layouts.get(self, /*written=*/true);
+      launchDeviceTask(c10_npu::getCurrentNPUStream(self.device().index()), "aten::fill_",
+                       [view = hostView(target), value] { view.fill_(value); });
+      layouts.commit();
+      return self;
+    }
+  }
   launchDeviceTask(c10_npu::getCurrentNPUStream(self.device().index()), "aten::fill_",
                           [view = hostView(self), value] { view.fill_(value); });
   return self;
@@ -27,7 +43,9 @@ at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor& zero_(at::Tensor& self) {
   if (self.numel() == 0) return self;
-  if (!self.is_contiguous()) return fill_(self, 0);
+  if (!self.is_contiguous() || (C10_UNLIKELY(anyPrivateFormat()) && privateDesc(self) != nullptr)) {
+    return fill_(self, 0);
+  }
   c10::DeviceGuard guard(self.device());
   NPU_CHECK(nrtMemsetAsync(self.data_ptr(), 0, self.nbytes(),
                            c10_npu::getCurrentNPUStream(self.device().index()).handle()));

@@ -5,6 +5,8 @@
 
 #include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/framework/FormatCast.h"
+#include "csrc/framework/FormatHelper.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -36,6 +38,19 @@ void checkBmm(const at::Tensor& a, const at::Tensor& b) {
               a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
 }
 
+// Under allow_internal_format a product with a FRACTAL_NZ operand is FRACTAL_NZ too, as on an NPU
+// (a fresh output only: a caller's out= tensor keeps its layout).
+template <typename... Inputs>
+void adoptMatrixFormat(const at::Tensor& out, const Inputs&... inputs) {
+  if (C10_LIKELY(!allowInternalFormat() || !anyPrivateFormat()) || privateDesc(out) != nullptr || out.dim() < 2) {
+    return;
+  }
+  for (const at::Tensor* t : {&inputs...}) {
+    const NPUStorageDesc* d = privateDesc(*t);
+    if (d != nullptr && d->npu_format == ACL_FORMAT_FRACTAL_NZ) return adoptFormat(out, ACL_FORMAT_FRACTAL_NZ);
+  }
+}
+
 }  // namespace
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
@@ -46,6 +61,7 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
   checkMm(self, mat2);
   c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, {self.size(0), mat2.size(1)});
+  adoptMatrixFormat(out, self, mat2);
   EXEC_NPU_CMD(aclnnMm, self, mat2, out, kKeepPrecision);
   return out;
 }
@@ -58,6 +74,7 @@ at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& 
   checkBmm(self, mat2);
   c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, {self.size(0), self.size(1), mat2.size(2)});
+  adoptMatrixFormat(out, self, mat2);
   EXEC_NPU_CMD(aclnnBatchMatMul, self, mat2, out, kKeepPrecision);
   return out;
 }
@@ -73,6 +90,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
   at::infer_size(self.sizes(), shape);  // self must broadcast to the product's shape
   c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, shape);
+  adoptMatrixFormat(out, self, mat1, mat2);
   // The builder form of EXEC_NPU_CMD: the same launch, with the attributes named.
   OpCommand()
       .Name("aclnnAddmm")
@@ -98,6 +116,7 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const 
   at::infer_size(self.sizes(), shape);
   c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, shape);
+  adoptMatrixFormat(out, self, batch1, batch2);
   EXEC_NPU_CMD(aclnnBaddbmm, self, batch1, batch2, beta, alpha, out, kKeepPrecision);
   return out;
 }

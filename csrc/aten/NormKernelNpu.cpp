@@ -4,6 +4,8 @@
 
 #include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/framework/FormatCast.h"
+#include "csrc/framework/FormatHelper.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -39,8 +41,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     return {r[0].toTensor(), r[1].toTensor(), r[2].toTensor()};
   }
   c10::DeviceGuard guard(input.device());
-  at::Tensor out =
-      at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
+  // Under allow_internal_format 4-d batch norm runs and returns NC1HWC0, as on an NPU.
+  at::Tensor out = allowInternalFormat() && input.dim() == 4
+                       ? emptyPreferringFormat(input.sizes(), input.options(), ACL_FORMAT_NC1HWC0)
+                       : at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
   const auto stats = input.options().dtype(statsType(input, {w, b, rm, rv}));
   at::Tensor save_mean = at::empty({training ? channels : 0}, stats);
   at::Tensor save_invstd = at::empty({training ? channels : 0}, stats);
@@ -67,7 +71,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
   const auto params = input.options().dtype(w.defined() ? w.scalar_type() : input.scalar_type());
   at::Tensor gi, gw, gb;
   if (output_mask[0]) {
-    gi = at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
+    gi = allowInternalFormat() && input.dim() == 4
+             ? emptyPreferringFormat(input.sizes(), input.options(), ACL_FORMAT_NC1HWC0)
+             : at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
   }
   if (output_mask[1]) gw = at::empty({channels}, params);
   if (output_mask[2]) gb = at::empty({channels}, params);

@@ -5,6 +5,8 @@
 
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/core/NPUCachingAllocator.h"
+#include "csrc/framework/FormatCast.h"
+#include "csrc/framework/FormatHelper.h"
 
 namespace at_npu::native {
 namespace {
@@ -12,6 +14,12 @@ namespace {
 // Grows the storage (never shrinks it) so that `nbytes` fit.
 void ensureStorageBytes(const at::Tensor& self, size_t nbytes) {
   if (nbytes > self.storage().nbytes()) {
+    if (const NPUStorageDesc* desc = privateDesc(self)) {
+      TORCH_CHECK(false, "set_: a view of ", nbytes, " bytes does not fit the ", self.storage().nbytes(),
+                  "-byte ", formatName(desc->npu_format), " storage of base shape ", desc->base_sizes,
+                  "; a private-format storage cannot grow. Convert it with ",
+                  "torch_npu.npu_format_cast_(t, 2) first.");
+    }
     c10::DeviceGuard guard(self.device());
     at::native::resize_bytes_nocuda(self.storage(), static_cast<int64_t>(nbytes));
   }
@@ -23,6 +31,11 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format) {
   for (int64_t s : size) TORCH_CHECK(s >= 0, "resize_: negative size ", s, " in ", size);
   auto* impl = self.unsafeGetTensorImpl();
+  if (C10_UNLIKELY(anyPrivateFormat()) && self.sizes() != size && privateDesc(self) != nullptr) {
+    // A new shape no longer matches the private layout's base shape: back to a plain layout first,
+    // as torch_npu resizes in base formats only (every alias keeps its values).
+    unformatStorage(self.storage());
+  }
   if (self.sizes() != size) impl->set_sizes_contiguous(size);
   if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
     impl->empty_tensor_restride(*memory_format);

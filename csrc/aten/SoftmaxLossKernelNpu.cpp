@@ -20,7 +20,9 @@ namespace at_npu::native {
     const int64_t d = c10::maybe_wrap_dim(dim, self.dim());                                        \
     c10::DeviceGuard guard(out.device());                                                          \
     at::native::resize_output(out, self.sizes());                                                  \
-    EXEC_NPU_CMD(aclnn##Name, self, d, out);                                                       \
+    /* half_to_float: the float16 input computes in float32 */                                     \
+    const at::Tensor in = self.scalar_type() == expected ? self : self.to(expected);               \
+    EXEC_NPU_CMD(aclnn##Name, in, d, out);                                                         \
     return out;                                                                                    \
   }                                                                                                \
   at::Tensor& fn##_backward_data_out(const at::Tensor& grad_output, const at::Tensor& output,      \
@@ -34,6 +36,14 @@ namespace at_npu::native {
     const int64_t d = c10::maybe_wrap_dim(dim, output.dim());                                      \
     c10::DeviceGuard guard(grad_input.device());                                                   \
     at::native::resize_output(grad_input, output.sizes());                                         \
+    if (grad_input.scalar_type() != grad_output.scalar_type()) {                                   \
+      /* backward of a half_to_float softmax: computed in the gradient's type, then cast */       \
+      at::Tensor wide = at::empty(output.sizes(), grad_output.options());                         \
+      EXEC_NPU_CMD(aclnn##Name##Backward, grad_output, output, d,                                  \
+                   aclType(grad_output.scalar_type()), wide);                                      \
+      grad_input.copy_(wide);                                                                      \
+      return grad_input;                                                                           \
+    }                                                                                              \
     EXEC_NPU_CMD(aclnn##Name##Backward, grad_output, output, d, aclType(input_dtype), grad_input); \
     return grad_input;                                                                             \
   }

@@ -4,6 +4,7 @@
 #include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/ElementwiseFastPath.h"
 #include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/framework/FormatCast.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -47,10 +48,12 @@ at::Tensor relu(const at::Tensor& self) {
   if (supported && self.is_non_overlapping_and_dense()) {
     MaybeDeviceGuard guard(self);
     at::Tensor out = emptyLikeDense(self, self.scalar_type());  // empty_like, without dispatch
+    adoptInputFormat(out, self);
     EXEC_NPU_CMD(aclnnRelu, self, out);
     return out;
   }
   at::Tensor out = at::empty_like(self);
+  adoptInputFormat(out, self);
   if (!supported) {
     runGeneric("aten::clamp_min", "out", self, at::Scalar(0), out);
     return out;

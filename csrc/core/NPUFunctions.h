@@ -3,6 +3,8 @@
 
 #include <c10/core/Device.h>
 
+#include <cstdint>
+
 namespace c10_npu {
 
 c10::DeviceIndex device_count() noexcept;  // 0 if the runtime cannot start
@@ -13,5 +15,11 @@ void set_device_unchecked(c10::DeviceIndex device) noexcept;
 // Throws a clear error for an index outside [0, device_count()).
 void check_device_index(c10::DeviceIndex device);
 void device_synchronize(c10::DeviceIndex device);
+
+// torch_npu's ACL-style spellings, for extensions: 0 on success.
+inline int GetDevice(int32_t* device) {
+  *device = current_device();
+  return 0;
+}
 
 }  // namespace c10_npu

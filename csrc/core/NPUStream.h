@@ -17,6 +17,12 @@ class NPUStream {
   c10::DeviceIndex device_index() const { return stream_.device_index(); }
   c10::StreamId id() const { return stream_.id(); }
   nrtStream_t handle() const;  // the runtime stream (created on first use)
+  // torch_npu's spelling of handle(), for extensions that launch kernels on it. Work queued there
+  // is ordered with every op already launched on this stream, so need_empty has nothing to flush.
+  nrtStream_t stream(bool need_empty = true) const {
+    (void)need_empty;
+    return handle();
+  }
 
   bool query() const;
   void synchronize() const;  // rethrows a failed task's error

@@ -1,7 +1,8 @@
-// ActivationKernelNpu.cpp - npu_rms_norm, npu_rotary_mul, npu_swiglu, npu_fast_gelu and their backward
-// kernels, composed of ATen ops (which run on the npu and, on meta tensors, as Meta kernels).
+// ActivationKernelNpu.cpp - npu_rms_norm, npu_rotary_mul, npu_swiglu, npu_fast_gelu, npu_mish and their
+// backward kernels, composed of ATen ops (which run on the npu and, on meta tensors, as Meta kernels).
 #include <ATen/ops/cat.h>
 #include <ATen/ops/mean.h>
+#include <ATen/ops/mish.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/silu.h>
@@ -102,5 +103,7 @@ at::Tensor npu_fast_gelu_backward(const at::Tensor& grad, const at::Tensor& self
   at::Tensor s = at::sigmoid(self * 1.702);
   return grad * (s + self * 1.702 * s * (1 - s));
 }
+
+at::Tensor npu_mish(const at::Tensor& self) { return at::mish(self); }
 
 }  // namespace at_npu::native

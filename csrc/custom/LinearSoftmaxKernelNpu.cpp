@@ -1,5 +1,7 @@
-// LinearSoftmaxKernelNpu.cpp - npu_linear and npu_scaled_masked_softmax with their backward kernels.
+// LinearSoftmaxKernelNpu.cpp - npu_linear and npu_scaled_masked_softmax with their backward kernels;
+// npu_softmax_cross_entropy_with_logits.
 #include <ATen/ops/full.h>
+#include <ATen/ops/log_softmax.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/softmax.h>
@@ -51,6 +53,13 @@ at::Tensor npu_scaled_masked_softmax_backward(const at::Tensor& y_grad, const at
   at::Tensor g = y_grad.to(at::kFloat), p = y.to(at::kFloat);
   at::Tensor dx = (g - at::sum(g * p, {-1}, /*keepdim=*/true)) * p * scale;
   return dx.masked_fill(effectiveMask(y, mask, fixed_triu_mask), 0.0).to(y_grad.scalar_type());
+}
+
+// Per-row loss -sum(labels * log_softmax(features)) over the last dim (labels are probabilities).
+at::Tensor npu_softmax_cross_entropy_with_logits(const at::Tensor& self, const at::Tensor& labels) {
+  TORCH_CHECK_VALUE(self.sizes() == labels.sizes(), "npu_softmax_cross_entropy_with_logits: features ",
+                    self.sizes(), " and labels ", labels.sizes(), " must have the same shape");
+  return -at::sum(labels * at::log_softmax(self, -1), {-1});
 }
 
 }  // namespace at_npu::native

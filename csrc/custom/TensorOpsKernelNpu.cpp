@@ -9,6 +9,8 @@
 
 #include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
+#include "csrc/framework/FormatCast.h"
+#include "csrc/framework/FormatHelper.h"
 
 namespace at_npu::native {
 
@@ -17,16 +19,17 @@ at::Tensor npu_dtype_cast(const at::Tensor& self, at::ScalarType dtype) {
   return at::_to_copy(self, dtype);
 }
 
-at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format) {
-  // The software NPU keeps every tensor in ND layout; the private formats (NC1HWC0, FRACTAL_Z,
-  // FRACTAL_NZ...) are accepted so that scripts run, and the data stays as it is.
-  static const int64_t known[] = {-1, 0, 1, 2, 3, 4, 29, 30, 32, 33};
-  bool ok = false;
-  for (int64_t f : known) ok = ok || f == acl_format;
-  TORCH_CHECK_VALUE(ok, "npu_format_cast: unknown acl_format ", acl_format,
-                    "; use 0 (NCHW), 1 (NHWC), 2 (ND), 3 (NC1HWC0), 4 (FRACTAL_Z), 29 (FRACTAL_NZ), "
-                    "30 (NCDHW), 32 (NDC1HWC0) or 33 (FRACTAL_Z_3D)");
-  return at::clone(self, at::MemoryFormat::Contiguous);
+at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format, std::optional<int64_t> customize_dtype,
+                           std::optional<int64_t> input_dtype) {
+  TORCH_CHECK_VALUE(!input_dtype.has_value() || *input_dtype == static_cast<int64_t>(self.scalar_type()),
+                    "npu_format_cast: input_dtype reinterprets packed 4-bit data, which the software NPU ",
+                    "does not have; leave it None (got ", *input_dtype, " for a ", self.scalar_type(), " tensor)");
+  if (self.device().type() != c10::DeviceType::PrivateUse1) {
+    // Meta / fake tensors (torch.compile): the same checks, the logical result.
+    resolveFormat(self, acl_format, customize_dtype);
+    return at::clone(self, at::MemoryFormat::Contiguous);
+  }
+  return formatCast(self, acl_format, customize_dtype);
 }
 
 at::Tensor npu_broadcast(const at::Tensor& self, at::IntArrayRef size) {

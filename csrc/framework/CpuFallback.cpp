@@ -6,11 +6,13 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/framework/ExecutionPolicy.h"
 #include "csrc/framework/OpStats.h"
+#include "csrc/framework/ReducedPrecision.h"
 
 namespace at_npu::native {
 namespace {
@@ -82,7 +84,16 @@ void runOnCpuWithCopies(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   }
   const bool had_npu_tensor =
       firstNpuDevice(c10::ArrayRef<c10::IValue>(*stack).slice(first)) >= 0;
-  at::native::cpu_fallback(op, stack);
+  std::vector<c10::IValue> saved(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
+  try {
+    at::native::cpu_fallback(op, stack);
+  } catch (const c10::Error& e) {
+    if (!isMissingReducedPrecisionKernel(e.what_without_backtrace())) throw;
+    // The CPU has no float16 / bfloat16 kernel: compute in float32, as an NPU would natively.
+    stack->resize(first);
+    stack->insert(stack->end(), saved.begin(), saved.end());
+    runUpcast(op, stack, [&](torch::jit::Stack* s) { at::native::cpu_fallback(op, s); });
+  }
   if (had_npu_device_arg && !had_npu_tensor) {
     // A factory op: cpu_fallback has no input device to return to.
     const c10::Device target(c10::DeviceType::PrivateUse1, device);

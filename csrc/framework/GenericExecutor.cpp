@@ -16,9 +16,11 @@
 #include "csrc/framework/CpuFallback.h"
 #include "csrc/framework/DeviceTask.h"
 #include "csrc/framework/ExecutionPolicy.h"
+#include "csrc/framework/FormatStaging.h"
 #include "csrc/framework/HostView.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/framework/OutVariants.h"
+#include "csrc/framework/ReducedPrecision.h"
 #include "csrc/framework/ViewReplay.h"
 
 namespace at_npu::native {
@@ -32,6 +34,7 @@ struct OpPlan {
   OpCounters* counters = nullptr;
   std::atomic<bool> synchronous{false};  // run with copies on the calling thread
   std::optional<c10::OperatorHandle> out_variant;
+  bool accumulates = false;  // float16 / bfloat16 inputs compute in float32 (ReducedPrecision.h)
 };
 
 bool isTensorLike(const c10::TypePtr& type) {
@@ -58,6 +61,7 @@ OpPlan& planFor(const c10::OperatorHandle& op) {
     slot->synchronous =
         !tensor_returns || !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta);
     slot->out_variant = findOutVariant(op);
+    slot->accumulates = accumulatesInFloat32(slot->name);
   }
   return *slot;
 }
@@ -256,6 +260,10 @@ std::shared_ptr<const MetaResult> inferMeta(const c10::OperatorHandle& op,
 
 void runSynchronously(OpPlan& plan, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   countOp(*plan.counters, OpPath::kGenericInline);
+  const auto args = torch::jit::last(*stack, op.schema().arguments().size());
+  if (plan.accumulates && hasReducedPrecisionTensor(args)) {
+    return runUpcast(op, stack, [&](torch::jit::Stack* s) { runOnCpuWithCopies(op, s); });
+  }
   runOnCpuWithCopies(op, stack);
 }
 
@@ -349,8 +357,10 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }));
     }
   }
+  // Accumulating ops on float16 / bfloat16 compute in float32 with the functional op.
+  const bool upcast = plan.accumulates && hasReducedPrecisionTensor(args);
   std::optional<c10::OperatorHandle> out_op;
-  if (any_fresh && all_fresh) out_op = plan.out_variant;
+  if (any_fresh && all_fresh && !upcast) out_op = plan.out_variant;
   std::vector<at::Tensor> fresh_views;
   for (const auto& t : fresh) fresh_views.push_back(hostView(t));
   if (out_op) {
@@ -360,10 +370,21 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   launchDeviceTask(
       c10_npu::getCurrentNPUStream(device.index()), plan.name.c_str(),
       [functional = op, out_op, host = std::move(host), fresh_views = std::move(fresh_views),
-       fresh = std::move(fresh), any_fresh]() mutable {
+       fresh = std::move(fresh), any_fresh, upcast]() mutable {
         const auto run = [&](const c10::OperatorHandle& kernel, torch::jit::Stack& s) {
+          const auto cpu = [&](torch::jit::Stack* st) {
+            kernel.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), st);
+          };
           try {
-            kernel.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+            if (upcast) return runUpcast(kernel, &s, cpu);
+            torch::jit::Stack saved = s;
+            try {
+              cpu(&s);
+            } catch (const c10::Error& e) {
+              if (!isMissingReducedPrecisionKernel(e.what_without_backtrace())) throw;
+              s = std::move(saved);  // the CPU has no float16 / bfloat16 kernel: compute in float32
+              runUpcast(kernel, &s, cpu);
+            }
           } catch (const c10::Error& e) {
             TORCH_CHECK(false, "inputs ", describe(host), ": ", e.what_without_backtrace());
           }
@@ -375,8 +396,11 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
             out_op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
           } catch (const c10::Error& e) {
             // Some out= kernels use their output as scratch of another size (binary_cross_entropy,
-            // huber_loss): device memory cannot grow, so compute with the functional op instead.
-            if (std::string(e.what_without_backtrace()).find("not resizable") == std::string::npos) {
+            // huber_loss): device memory cannot grow, so compute with the functional op instead;
+            // so too when the CPU lacks the float16 / bfloat16 kernel (the functional op upcasts).
+            const std::string message = e.what_without_backtrace();
+            if (message.find("not resizable") == std::string::npos &&
+                !isMissingReducedPrecisionKernel(message)) {
               TORCH_CHECK(false, "inputs ", describe(host), ": ", e.what_without_backtrace());
             }
             s.assign(host.begin(), host.end() - static_cast<std::ptrdiff_t>(fresh_views.size()));
@@ -402,13 +426,23 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (auto& r : results) stack->push_back(std::move(r));
 }
 
+namespace {
+void runWithoutFormats(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (executionPolicy().strict) return npuCpuFallback(op, stack);
+  genericExecute(op, stack);
+}
+}  // namespace
+
 void npuBoxedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (isNpuViewOp(op, *stack)) {
     countOp(opCounters(op.schema().operator_name()), OpPath::kGeneric);
     return replayViewOp(op, stack);
   }
-  if (executionPolicy().strict) return npuCpuFallback(op, stack);
-  genericExecute(op, stack);
+  // Host kernels need plain memory: private-format arguments get base-layout stand-ins.
+  if (C10_UNLIKELY(anyPrivateFormat()) && stackHasPrivateFormat(op, *stack)) {
+    return runOnBaseLayouts(op, stack, &runWithoutFormats);
+  }
+  runWithoutFormats(op, stack);
 }
 
 }  // namespace at_npu::native

@@ -3,6 +3,8 @@
 
 #include <ATen/ops/empty.h>
 
+#include <npu/kernel_launch.h>
+
 #include <string>
 
 #include "csrc/core/NPUStream.h"
@@ -19,8 +21,8 @@ const aclnnOpEntry& findDeviceOp(const char* name) {
   static const bool aten_package = npu_opslib_aten_package_loaded() != 0;
   (void)aten_package;
   const aclnnOpEntry* op = aclnnFindOp(name);
-  TORCH_CHECK(op != nullptr, "device op ", name, " is not registered: no built-in or custom op ",
-              "package provides it (custom packages are loaded from ASCEND_CUSTOM_OPP_PATH)");
+  // The registry's message names the symbols it looked for and the packages it searched.
+  TORCH_CHECK(op != nullptr, "device op ", name, " is not available: ", aclnnGetRecentErrMsg());
   return *op;
 }
 
@@ -60,6 +62,34 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
   // device op has been queued exactly once.
   const ExecutionPolicy& policy = executionPolicy();
   if (!policy.task_queue || policy.launch_blocking) stream.synchronize();
+}
+
+}  // namespace at_npu::native
+
+namespace at_npu::native {
+
+void OpCommand::RunOpApi(const std::string& name, const PROC_FUNC& func, bool sync) {
+  TORCH_CHECK_VALUE(static_cast<bool>(func), "OpCommand::RunOpApi(\"", name, "\"): the function is empty");
+  const std::string site = currentLaunchSite();
+  const std::string tag = site.empty() ? std::string() : "(launched from " + site + ")";
+  nrtSetKernelLaunchTag(tag.c_str());
+  aclnnSetLaunchTag(tag.c_str());
+  int status = 0;
+  try {
+    status = func();
+  } catch (...) {
+    nrtSetKernelLaunchTag(nullptr);
+    throw;
+  }
+  nrtSetKernelLaunchTag(nullptr);
+  if (status != 0) {
+    const char* runtime_msg = nrtGetRecentErrMsg();
+    TORCH_CHECK(false, name, " failed to launch (status ", status, ")",
+                (runtime_msg && *runtime_msg) ? std::string(": ") + runtime_msg : std::string());
+  }
+  countOp(opCounters(name), OpPath::kDeviceOp);
+  const ExecutionPolicy& policy = executionPolicy();
+  if (sync || !policy.task_queue || policy.launch_blocking) c10_npu::getCurrentNPUStream().synchronize();
 }
 
 }  // namespace at_npu::native

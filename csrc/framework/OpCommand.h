@@ -5,9 +5,13 @@
 // macro against custom op packages.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <tuple>
 
-#include "csrc/framework/OpParamMaker.h"
+// Sibling includes: extensions compile this header from torch_npu/include/torch_npu/csrc/framework.
+#include "FormatStaging.h"
+#include "OpParamMaker.h"
 
 namespace at_npu::native {
 
@@ -19,8 +23,10 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
 // Sets the launch tag so a failure inside the op names the Python line that launched it.
 void tagDeviceOpLaunch();
 
+// The launch itself. `staging` is set when private formats are in play (FormatStaging.h): it
+// learns which of its descriptors the op writes before they are destroyed.
 template <typename... Args>
-void execNpuCmdWith(const aclnnOpEntry& op, const char* name, const Args&... args) {
+void runDeviceOp(const aclnnOpEntry& op, const char* name, FormatStaging* staging, const Args&... args) {
   auto converted = std::make_tuple(ConvertType(args)...);
   using GetWorkspaceSize = aclnnStatus (*)(decltype(ConvertType(args))..., uint64_t*, aclOpExecutor**);
   uint64_t workspace_size = 0;
@@ -32,10 +38,25 @@ void execNpuCmdWith(const aclnnOpEntry& op, const char* name, const Args&... arg
                                                                           &executor);
       },
       converted);
+  if (C10_UNLIKELY(staging != nullptr)) staging->noteWrittenOperands();
   // The executor captured what it needs: descriptors can go now.
   std::apply([](auto... descriptors) { (Release(descriptors), ...); }, converted);
   if (status != ACLNN_SUCCESS) throwDeviceOpError(name, "GetWorkspaceSize", status);
   launchDeviceOp(op, workspace_size, executor);
+}
+
+template <typename... Args>
+void execNpuCmdWith(const aclnnOpEntry& op, const char* name, const Args&... args) {
+  if (C10_UNLIKELY(formatStagingNeeded(name, args...))) {
+    // Operands in private formats: native ones pass as they are, the rest through TransData.
+    FormatStaging staging(name);
+    (staging.add(args), ...);
+    staging.begin();
+    runDeviceOp(op, name, &staging, args...);
+    staging.end();
+    return;
+  }
+  runDeviceOp(op, name, nullptr, args...);
 }
 
 template <typename... Args>
@@ -80,7 +101,19 @@ class OpCommandBuilder {
 
 class OpCommand {
  public:
+  using PROC_FUNC = std::function<int()>;
+
   OpCommandBuilder<> Name(const char* name) { return OpCommandBuilder<>(name, std::tuple<>()); }
+
+  // Runs `func`, which queues device work on the current stream itself (a direct kernel launch:
+  // ACLRT_LAUNCH_KERNEL(kernel)(blockDim, getCurrentNPUStream().stream(false), args...)), as one op
+  // named `name`: failures of the work name the Python line that launched it, the launch is counted
+  // in torch.npu.op_stats(), and TASK_QUEUE_ENABLE=0 / ASCEND_LAUNCH_BLOCKING=1 / `sync` wait for it.
+  // A non-zero return from `func` raises a RuntimeError naming the op.
+  static void RunOpApi(const std::string& name, const PROC_FUNC& func, bool sync = false);
+  static void RunOpApiV2(const std::string& name, const PROC_FUNC& func, bool sync = false) {
+    RunOpApi(name, func, sync);
+  }
 };
 
 }  // namespace at_npu::native

@@ -1,6 +1,8 @@
 // OpParamMaker.cpp - descriptor construction from tensors, scalars and int arrays.
 #include "csrc/framework/OpParamMaker.h"
 
+#include "csrc/framework/FormatStaging.h"
+
 namespace at_npu::native {
 
 aclDataType toAclDataType(at::ScalarType type) {
@@ -21,6 +23,13 @@ aclDataType toAclDataType(at::ScalarType type) {
 
 aclTensor* ConvertType(const at::Tensor& tensor) {
   if (!tensor.defined()) return nullptr;
+  if (C10_UNLIKELY(formatsInPlay())) {
+    if (FormatStaging* staging = FormatStaging::active()) return staging->describe(tensor);
+  }
+  return describeTensor(tensor);
+}
+
+aclTensor* describeTensor(const at::Tensor& tensor) {
   TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1,
               "a device op input must be an npu tensor, got one on ", tensor.device());
   const int64_t storage_elems =

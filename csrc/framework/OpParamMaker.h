@@ -14,7 +14,12 @@ namespace at_npu::native {
 
 aclDataType toAclDataType(at::ScalarType type);  // throws for types opslib does not know
 
+// A descriptor of the tensor's view of its storage. Under a FormatStaging (private formats in
+// play) the staging decides: the storage as it is, a flat view, or a converted stand-in.
 aclTensor* ConvertType(const at::Tensor& tensor);  // undefined -> nullptr
+aclTensor* describeTensor(const at::Tensor& tensor);  // the plain descriptor, no staging
+// Descriptors made elsewhere (TransData's private operands) pass through and are released.
+inline aclTensor* ConvertType(aclTensor* descriptor) { return descriptor; }
 aclTensor* ConvertType(const std::optional<at::Tensor>& tensor);
 aclScalar* ConvertType(const at::Scalar& scalar);
 aclIntArray* ConvertType(at::IntArrayRef values);

@@ -1,14 +1,17 @@
 // Module.cpp - torch_npu._C: loading it registers the npu device with PyTorch (guard, allocator, hooks,
 // kernels live in libtorch_npu); these bindings serve the torch.npu Python module.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <npu/opslib.h>
 #include <torch/csrc/Generator.h>
 
 #include "csrc/core/NPUCachingAllocator.h"
+#include "csrc/core/NPUDeviceInfo.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/framework/OpStats.h"
+#include "csrc/python/FormatBindings.h"
 #include "csrc/python/LaunchSite.h"
 #include "csrc/python/MemorySnapshot.h"
 
@@ -18,6 +21,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
   torch_npu::python::initMemoryBindings(m);
+  torch_npu::python::initFormatBindings(m);
   m.def("_op_stats", [] {
     py::dict out;
     for (const auto& [name, v] : at_npu::native::opStatsSnapshot()) {
@@ -61,6 +65,21 @@ PYBIND11_MODULE(_C, m) {
                                   reinterpret_cast<nrtEvent_t>(end)));
     return static_cast<double>(ms);
   });
+  m.def("_get_soc_name", [] { return c10_npu::GetSocName(); });
+  m.def("_get_soc_version", [] { return static_cast<int>(c10_npu::GetSocVersion()); });
+  m.def("_is_support_inf_nan", [] { return c10_npu::IsSupportInfNan(); });
+  m.def("_is_bf16_supported", [] { return c10_npu::IsBF16Supported(); });
+  m.def("_get_cann_version", [] { return c10_npu::GetCannVersion(); });
+  m.def("_is_gte_cann_version", [](const std::string& version) { return c10_npu::IsGteCannVersion(version); });
+  m.def("_get_device_properties", [](int device) {
+    nrtDeviceProp prop;
+    NPU_CHECK(nrtGetDeviceProperties(device, &prop));
+    return py::make_tuple(std::string(prop.name), prop.total_memory, prop.cube_core_num, prop.vector_core_num);
+  });
+  m.def("_set_option", [](const std::string& name, const std::string& value) {
+    c10_npu::option::SetOption(name, value);
+  });
+  m.def("_get_option", [](const std::string& name) { return c10_npu::option::GetOption(name); });
   m.def("_memory_summary_short", [](int device) {
     return c10_npu::NPUCachingAllocator::memorySummary(static_cast<c10::DeviceIndex>(device));
   });

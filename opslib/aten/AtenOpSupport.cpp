@@ -1,17 +1,84 @@
 // AtenOpSupport.cpp - descriptor conversion, kernel boxing and registration for the ATen-backed ops.
 #include "AtenOpSupport.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 
 #include "../src/Descriptors.h"
+#include "npu/format_layout.h"
 
 namespace npu::opslib::aten {
+namespace {
+
+// The operands staged by the prepare() running on this thread (set by StagingScope).
+thread_local std::vector<StagedOperand>* tl_staged = nullptr;
+
+at::Tensor stage(const aclTensor* tensor, bool written) {
+  if (tl_staged == nullptr) {
+    throw std::invalid_argument(std::string("a ") + npu::formats::FormatName(tensor->format) +
+                                " operand can only be read inside an op's prepare()");
+  }
+  // The descriptor is the whole tensor or a permutation of its dims (validated at creation).
+  const std::vector<int64_t> sizes(tensor->sizes().begin(), tensor->sizes().end());
+  const std::vector<int64_t> strides(tensor->strides().begin(), tensor->strides().end());
+  const std::vector<int64_t> base = npu::formats::BaseDimsOf(sizes, strides, 0);
+  const auto storage = tensor->storage_dims();
+  const int64_t c0 = tensor->format == ACL_FORMAT_FRACTAL_NZ ? storage.back() : npu::formats::kBlock;
+  StagedOperand staged;
+  staged.device_layout = npu::formats::PrivateLayout(tensor->format, base, c0);
+  staged.device = tensor->data;
+  staged.host = at::empty(base, at::TensorOptions().dtype(toScalarType(tensor->dtype)));
+  staged.written = written;
+  at::Tensor host = staged.host.as_strided(sizes, strides);
+  tl_staged->push_back(std::move(staged));
+  return host;
+}
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t step = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= sizes[i] > 0 ? sizes[i] : 1;
+  }
+  return strides;
+}
+
+npu::formats::Layout hostLayout(const at::Tensor& host) {
+  const std::vector<int64_t> sizes = host.sizes().vec();
+  return npu::formats::StridedLayout(sizes, contiguousStrides(sizes), 0);
+}
+
+}  // namespace
+
+StagingScope::StagingScope(std::vector<StagedOperand>* staged) : previous_(tl_staged) {
+  tl_staged = staged;
+}
+
+StagingScope::~StagingScope() { tl_staged = previous_; }
+
+void loadStaged(const std::vector<StagedOperand>& staged) {
+  for (const StagedOperand& s : staged) {
+    npu::formats::CopyLayout(s.device_layout, s.device, hostLayout(s.host), s.host.data_ptr(),
+                             s.host.element_size());
+  }
+}
+
+void storeStaged(const std::vector<StagedOperand>& staged) {
+  for (const StagedOperand& s : staged) {
+    if (!s.written) continue;
+    std::memset(s.device, 0, static_cast<size_t>(s.device_layout.storage_numel) * s.host.element_size());
+    npu::formats::CopyLayout(hostLayout(s.host), s.host.data_ptr(), s.device_layout, s.device,
+                             s.host.element_size());
+  }
+}
 
 at::ScalarType toScalarType(aclDataType type) {
   switch (type) {
@@ -32,6 +99,7 @@ at::ScalarType toScalarType(aclDataType type) {
 
 at::Tensor hostTensor(const aclTensor* tensor) {
   if (tensor == nullptr) return at::Tensor();
+  if (npu::formats::IsPrivateFormat(tensor->format)) return stage(tensor, /*written=*/false);
   const at::ScalarType dtype = toScalarType(tensor->dtype);
   const auto sizes = tensor->sizes();
   const auto strides = tensor->strides();
@@ -41,7 +109,19 @@ at::Tensor hostTensor(const aclTensor* tensor) {
                        at::TensorOptions().dtype(dtype));
 }
 
+at::Tensor hostTensor(aclTensor* tensor) {
+  if (tensor == nullptr) return at::Tensor();
+  tensor->written = true;
+  if (npu::formats::IsPrivateFormat(tensor->format)) return stage(tensor, /*written=*/true);
+  return hostTensor(static_cast<const aclTensor*>(tensor));
+}
+
 at::Tensor requiredTensor(const aclTensor* tensor, const char* what) {
+  if (tensor == nullptr) throw std::invalid_argument(std::string(what) + " is NULL");
+  return hostTensor(tensor);
+}
+
+at::Tensor requiredTensor(aclTensor* tensor, const char* what) {
   if (tensor == nullptr) throw std::invalid_argument(std::string(what) + " is NULL");
   return hostTensor(tensor);
 }
@@ -104,12 +184,15 @@ namespace {
 struct BoxedKernel {
   std::vector<at::Tensor> inputs;
   std::function<void()> kernel;
+  std::vector<StagedOperand> staged;
 };
 
 int runBoxedKernel(void* data, void* /*workspace*/, uint64_t /*workspace_size*/) {
   auto* boxed = static_cast<BoxedKernel*>(data);
   try {
+    loadStaged(boxed->staged);
     boxed->kernel();
+    storeStaged(boxed->staged);
   } catch (const std::exception& e) {
     // The runtime reports "<op> failed: <this>": name the inputs like the generic executor does.
     throw std::runtime_error("inputs (" + describeTensors(boxed->inputs) + "): " +
@@ -121,8 +204,10 @@ int runBoxedKernel(void* data, void* /*workspace*/, uint64_t /*workspace_size*/)
 }  // namespace
 
 aclnnStatus wrapKernel(const char* name, std::vector<at::Tensor> inputs,
-                       std::function<void()> kernel, aclOpExecutor** executor) {
-  auto boxed = std::make_unique<BoxedKernel>(BoxedKernel{std::move(inputs), std::move(kernel)});
+                       std::function<void()> kernel, aclOpExecutor** executor,
+                       std::vector<StagedOperand> staged) {
+  auto boxed = std::make_unique<BoxedKernel>(
+      BoxedKernel{std::move(inputs), std::move(kernel), std::move(staged)});
   *executor = aclnnCreateExecutor(name, &runBoxedKernel, boxed.get(),
                                   [](void* data) { delete static_cast<BoxedKernel*>(data); });
   if (*executor == nullptr) return ACLNN_ERR_INNER;  // recent error set by aclnnCreateExecutor

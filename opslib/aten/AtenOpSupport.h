@@ -5,6 +5,7 @@
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
+#include <npu/format_layout.h>
 #include <npu/opslib.h>
 
 #include <exception>
@@ -18,10 +19,16 @@ namespace npu::opslib::aten {
 
 at::ScalarType toScalarType(aclDataType type);  // throws for ACL_DT_UNDEFINED
 // The tensor a descriptor describes, as a CPU tensor over the same (host-addressable) device
-// memory; no copy, no ownership. NULL -> undefined tensor.
+// memory; no copy, no ownership. NULL -> undefined tensor. The non-const overload is for operands
+// the op writes (its signature's aclTensor*): it marks them (aclIsOutputTensor).
+// A private-format operand (NC1HWC0, FRACTAL_Z, FRACTAL_NZ...) is staged instead: a CPU tensor of
+// its logical shape, filled from the device storage when the kernel starts and, for written
+// operands, converted back into the device storage when it ends.
 at::Tensor hostTensor(const aclTensor* tensor);
+at::Tensor hostTensor(aclTensor* tensor);
 // Like hostTensor, for a required argument: NULL is an error naming it.
 at::Tensor requiredTensor(const aclTensor* tensor, const char* what);
+at::Tensor requiredTensor(aclTensor* tensor, const char* what);
 std::vector<at::Tensor> hostTensors(const aclTensorList* list);
 c10::List<std::optional<at::Tensor>> hostOptionalTensors(const aclTensorList* list);
 at::Scalar hostScalar(const aclScalar* scalar);  // NULL is an error
@@ -38,9 +45,32 @@ struct Prepared {
   std::function<void()> kernel;
 };
 
-// Boxes `kernel` (a no-argument callable capturing its tensors by value) into an executor.
+// A private-format operand of an op: its device storage, and the CPU tensor the kernel reads and
+// writes instead (see hostTensor).
+struct StagedOperand {
+  npu::formats::Layout device_layout;
+  void* device = nullptr;
+  at::Tensor host;  // contiguous, the logical shape
+  bool written = false;
+};
+
+// While alive, hostTensor() on this thread stages private-format operands into `staged`.
+class StagingScope {
+ public:
+  explicit StagingScope(std::vector<StagedOperand>* staged);
+  ~StagingScope();
+  StagingScope(const StagingScope&) = delete;
+  StagingScope& operator=(const StagingScope&) = delete;
+
+ private:
+  std::vector<StagedOperand>* previous_;
+};
+
+// Boxes `kernel` (a no-argument callable capturing its tensors by value) into an executor; the
+// staged operands are loaded before it runs and the written ones stored back after.
 aclnnStatus wrapKernel(const char* name, std::vector<at::Tensor> inputs,
-                       std::function<void()> kernel, aclOpExecutor** executor);
+                       std::function<void()> kernel, aclOpExecutor** executor,
+                       std::vector<StagedOperand> staged = {});
 
 // The body of every XxxGetWorkspaceSize: `prepare()` checks the arguments and returns the
 // kernel (throwing on bad arguments: ACLNN_ERR_PARAM_INVALID with the reason as recent error);
@@ -53,9 +83,11 @@ aclnnStatus prepareOp(const char* name, uint64_t* workspace_size, aclOpExecutor*
                                 (std::string(name) + ": workspaceSize or executor is NULL").c_str());
   }
   try {
+    std::vector<StagedOperand> staged;
+    StagingScope scope(&staged);
     auto [inputs, kernel] = prepare();
     *workspace_size = 0;
-    return wrapKernel(name, std::move(inputs), std::move(kernel), executor);
+    return wrapKernel(name, std::move(inputs), std::move(kernel), executor, std::move(staged));
   } catch (const std::exception& e) {
     const std::string message = std::string(name) + ": " + kernelErrorText(e);
     return aclnnSetRecentErrMsg(ACLNN_ERR_PARAM_INVALID, message.c_str());

@@ -15,6 +15,12 @@ std::optional<at::Tensor> opt(const at::Tensor& t) {
 void copyIfWanted(at::Tensor& dst, const at::Tensor& src) {
   if (dst.defined()) dst.copy_(src);
 }
+bool reduced(const at::Tensor& t) {
+  return t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16);
+}
+// Float16 / bfloat16 batch norm computes in float32, as NPUs do: statistics summed over N*H*W
+// elements need the precision, and results are rounded once.
+at::Tensor wide(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t; }
 }  // namespace
 
 // Training mode updates runningMean / runningVar in place (momentum), as PyTorch does.
@@ -28,6 +34,18 @@ extern "C" NOP_API aclnnStatus aclnnBatchNormGetWorkspaceSize(
     at::Tensor o = requiredTensor(output, "output"), sm = requiredTensor(saveMean, "saveMean");
     at::Tensor si = requiredTensor(saveInvstd, "saveInvstd");
     return Prepared{{x, w, b, rm, rv}, [=]() mutable {
+                      if (reduced(x)) {
+                        at::Tensor wrm = wide(rm), wrv = wide(rv);
+                        auto [ro, rsm, rsi] = at::cpu::native_batch_norm(
+                            wide(x), opt(wide(w)), opt(wide(b)), opt(wrm), opt(wrv), training,
+                            momentum, eps);
+                        o.copy_(ro);
+                        sm.copy_(rsm);
+                        si.copy_(rsi);
+                        if (reduced(rm)) rm.copy_(wrm);  // running statistics updated in float32
+                        if (reduced(rv)) rv.copy_(wrv);
+                        return;
+                      }
                       if (x.is_contiguous() && o.is_contiguous()) {
                         at::cpu::native_batch_norm_out(o, sm, si, x, opt(w), opt(b), opt(rm),
                                                        opt(rv), training, momentum, eps);
@@ -58,7 +76,8 @@ extern "C" NOP_API aclnnStatus aclnnBatchNormBackwardGetWorkspaceSize(
     return Prepared{{g, x, w, sm, si}, [=]() mutable {
                       const std::array<bool, 3> mask{gi.defined(), gw.defined(), gb.defined()};
                       auto [rgi, rgw, rgb] = at::cpu::native_batch_norm_backward(
-                          g, x, opt(w), opt(rm), opt(rv), opt(sm), opt(si), training, eps, mask);
+                          wide(g), wide(x), opt(wide(w)), opt(wide(rm)), opt(wide(rv)),
+                          opt(wide(sm)), opt(wide(si)), training, eps, mask);
                       copyIfWanted(gi, rgi);
                       copyIfWanted(gw, rgw);
                       copyIfWanted(gb, rgb);

@@ -118,6 +118,7 @@ aclnnStatus BinaryGetWorkspaceSize(const char* op, BinaryKind kind, const aclTen
   const aclTensor* inputs[] = {self, other};
   *executor = MakeBinaryExecutor(op, device, kind, out->dtype, alpha, MakeElementwisePlan(*out, inputs));
   *workspace_size = 0;
+  out->written = true;
   return ACLNN_SUCCESS;
 }
 

@@ -201,6 +201,10 @@ constexpr const char* FormatName(aclFormat format) {
     case ACL_FORMAT_NC1HWC0: return "NC1HWC0";
     case ACL_FORMAT_FRACTAL_Z: return "FRACTAL_Z";
     case ACL_FORMAT_FRACTAL_NZ: return "FRACTAL_NZ";
+    case ACL_FORMAT_NDHWC: return "NDHWC";
+    case ACL_FORMAT_NCDHW: return "NCDHW";
+    case ACL_FORMAT_NDC1HWC0: return "NDC1HWC0";
+    case ACL_FRACTAL_Z_3D: return "FRACTAL_Z_3D";
   }
   return "UNKNOWN";
 }
@@ -208,7 +212,7 @@ constexpr const char* FormatName(aclFormat format) {
 // Formats whose storage is the strided view itself, i.e. the only ones elementwise ops compute on.
 constexpr bool IsPlainFormat(aclFormat format) {
   return format == ACL_FORMAT_ND || format == ACL_FORMAT_NCHW || format == ACL_FORMAT_NHWC ||
-         format == ACL_FORMAT_UNDEFINED;
+         format == ACL_FORMAT_NCDHW || format == ACL_FORMAT_NDHWC || format == ACL_FORMAT_UNDEFINED;
 }
 
 }  // namespace npu::opslib

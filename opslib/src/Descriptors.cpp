@@ -9,6 +9,7 @@
 
 #include "DataTypes.h"
 #include "Error.h"
+#include "npu/format_layout.h"
 
 using npu::opslib::Fail;
 using npu::opslib::StrCat;
@@ -68,6 +69,35 @@ aclnnStatus CopyOut(std::span<const int64_t> values, int64_t** out, uint64_t* co
   return ACLNN_SUCCESS;
 }
 
+// "" when a private-format descriptor is well formed (see opslib.h), else the reason.
+std::string CheckPrivateDescriptor(const aclTensor& t) {
+  namespace nf = npu::formats;
+  const char* name = nf::FormatName(t.format);
+  if (!nf::SupportsDataType(t.dtype)) {
+    return StrCat(name, " does not hold ", npu::opslib::DataTypeName(t.dtype),
+                  " (private formats hold FLOAT, FLOAT16, BF16, INT8, UINT8, INT16, INT32)");
+  }
+  const std::string rank = nf::CheckRank(t.format, t.ndim);
+  if (!rank.empty()) return StrCat(rank, "; the view has shape ", npu::opslib::ShapeString(t.sizes()));
+  const std::vector<int64_t> view(t.sizes().begin(), t.sizes().end());
+  const std::vector<int64_t> base =
+      nf::BaseDimsOf(view, std::vector<int64_t>(t.strides().begin(), t.strides().end()), t.offset);
+  if (base.size() != view.size()) {
+    return StrCat("a ", name, " descriptor describes a whole tensor or a permutation of its dims (offset 0), ",
+                  "but its view has strides ", npu::opslib::ShapeString(t.strides()), " and offset ", t.offset);
+  }
+  const auto storage = t.storage_dims();
+  const int64_t c0 = t.format == ACL_FORMAT_FRACTAL_NZ && !storage.empty() ? storage.back() : nf::kBlock;
+  const bool c0_ok = c0 == 2 || c0 == 4 || c0 == 8 || c0 == 16 || c0 == 32;
+  const std::vector<int64_t> expected = nf::StorageShape(t.format, base, c0_ok ? c0 : nf::kBlock);
+  if (!c0_ok || std::vector<int64_t>(storage.begin(), storage.end()) != expected) {
+    return StrCat(name, " storage of a tensor of shape ", npu::opslib::ShapeString(base), " has shape ",
+                  npu::opslib::ShapeString(expected), ", but storageDims are ",
+                  npu::opslib::ShapeString(storage));
+  }
+  return "";
+}
+
 }  // namespace
 
 extern "C" {
@@ -122,12 +152,31 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
     tensor->dtype = dataType;
     tensor->format = format;
     tensor->data = tensorData;
+    if (!npu::formats::IsBaseFormat(format) && !npu::formats::IsPrivateFormat(format)) {
+      Fail(ACLNN_ERR_PARAM_INVALID, StrCat("aclCreateTensor: unknown format ", static_cast<int>(format)));
+      return nullptr;
+    }
+    if (npu::formats::IsPrivateFormat(format)) {
+      const std::string problem = CheckPrivateDescriptor(*tensor);
+      if (!problem.empty()) {
+        Fail(ACLNN_ERR_PARAM_INVALID, StrCat("aclCreateTensor: ", problem));
+        return nullptr;
+      }
+    }
     return tensor.release();
   });
 }
 
 aclnnStatus aclDestroyTensor(const aclTensor* tensor) {
   delete tensor;
+  return ACLNN_SUCCESS;
+}
+
+int aclIsOutputTensor(const aclTensor* tensor) { return tensor != nullptr && tensor->written ? 1 : 0; }
+
+aclnnStatus aclMarkOutputTensor(const aclTensor* tensor) {
+  if (tensor == nullptr) return Fail(ACLNN_ERR_PARAM_NULLPTR, "aclMarkOutputTensor: tensor is NULL");
+  tensor->written = true;
   return ACLNN_SUCCESS;
 }
 

@@ -36,6 +36,8 @@ struct aclTensor : npu::opslib::Pooled {
   aclDataType dtype = ACL_DT_UNDEFINED;
   aclFormat format = ACL_FORMAT_ND;
   void* data = nullptr;  // the storage base
+  // Set by the op that binds this descriptor as one it writes (aclIsOutputTensor).
+  mutable bool written = false;
 
   std::span<const int64_t> sizes() const { return {dims_, ndim}; }
   std::span<const int64_t> strides() const { return {dims_ + ndim, ndim}; }

@@ -14,6 +14,14 @@ namespace {
 // Lowest and highest element index a non-empty view touches, relative to the storage base; false
 // if that overflows int64 (a nonsensical descriptor).
 bool ViewExtent(const aclTensor& tensor, int64_t* lowest, int64_t* highest) {
+  if (!IsPlainFormat(tensor.format)) {
+    // A private-format descriptor covers its whole (validated) storage.
+    int64_t elements = 1;
+    for (int64_t dim : tensor.storage_dims()) elements *= dim;
+    *lowest = 0;
+    *highest = elements - 1;
+    return true;
+  }
   int64_t low = tensor.offset;
   int64_t high = tensor.offset;
   const auto sizes = tensor.sizes();
@@ -59,8 +67,8 @@ aclnnStatus CheckTensorType(const char* op, const NamedTensor& t) {
   if (!IsPlainFormat(t.tensor->format)) {
     return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " format ",
                     FormatName(t.tensor->format),
-                    " is not supported: elementwise ops compute on plain formats (ND, NCHW, NHWC); "
-                    "cast it to ND first");
+                    " is not supported: elementwise ops compute on plain formats (ND, NCHW, NHWC, "
+                    "NCDHW, NDHWC); convert it with aclnnTransData first");
   }
   return ACLNN_SUCCESS;
 }

@@ -1,5 +1,6 @@
 // OpRegistry.cpp - the op registry: built-in ops from static registrars, custom op packages loaded
-// with dlopen from ASCEND_CUSTOM_OPP_PATH (read once, at the first lookup), lookup and listing.
+// with dlopen from ASCEND_CUSTOM_OPP_PATH (read once, at the first lookup; PackagePaths.cpp), lookup
+// and listing.
 #include "OpRegistry.h"
 
 #include <dlfcn.h>
@@ -15,7 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ElfSymbols.h"
 #include "Error.h"
+#include "PackagePaths.h"
 
 namespace npu::opslib {
 namespace {
@@ -46,6 +49,8 @@ EntryList& Builtins() {
 struct Registry {
   EntryList entries;  // one per name, sorted by name
   std::unordered_map<std::string_view, const aclnnOpEntry*> by_name;
+  std::vector<std::string> libraries;    // custom package libraries looked at, in load order
+  std::vector<std::string> directories;  // directories searched for them
 };
 
 // Set while this thread loads custom packages: a package's registration function that looks ops up
@@ -66,23 +71,40 @@ void RegisterCustomOp(const char* name, void* get_workspace_size, void* launch) 
   t_package_entries->push_back(MakeEntry(name, get_workspace_size, launch, true));
 }
 
-// lib*.so files of one directory, in name order so that the load order is reproducible.
-std::vector<std::filesystem::path> PackageFiles(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> files;
-  std::error_code error;
-  for (const auto& item : std::filesystem::directory_iterator(dir, error)) {
-    const std::string name = item.path().filename().string();
-    if (name.size() > 6 && name.starts_with("lib") && name.ends_with(".so") &&
-        !item.is_directory(error)) {
-      files.push_back(item.path());
-    }
+// Registers the aclnnXxxGetWorkspaceSize / aclnnXxx pairs an op API library exports (Ascend's
+// libcust_opapi.so layout). False if it exports none.
+bool RegisterExportedOps(void* handle, const std::string& where, EntryList* entries) {
+  std::string error;
+  const auto functions = ExportedFunctions(where, &error);
+  if (!functions) {
+    NOP_LOG_WARNING("skipped custom op package ", where, ": its symbol table cannot be read (", error, ")");
+    return false;
   }
-  std::sort(files.begin(), files.end());
-  return files;
+  constexpr std::string_view kSuffix = "GetWorkspaceSize";
+  bool any = false;
+  for (const std::string& prepare : *functions) {
+    if (!prepare.starts_with("aclnn") || !prepare.ends_with(kSuffix) || prepare.size() == 5 + kSuffix.size()) {
+      continue;
+    }
+    const std::string name = prepare.substr(0, prepare.size() - kSuffix.size());
+    void* get_workspace_size = dlsym(handle, prepare.c_str());
+    void* launch = std::find(functions->begin(), functions->end(), name) == functions->end()
+                       ? nullptr
+                       : dlsym(handle, name.c_str());
+    any = true;
+    if (get_workspace_size == nullptr || launch == nullptr) {
+      NOP_LOG_WARNING("custom op package ", where, " exports ", prepare, " but not ", name,
+                      "; op ", name, " is ignored");
+      continue;
+    }
+    entries->push_back(MakeEntry(name.c_str(), get_workspace_size, launch, true));
+  }
+  return any;
 }
 
 // Loads one package and appends its ops to `custom` (an op already there, from an earlier
-// package, keeps priority). Any failure skips the whole package with a warning.
+// package, keeps priority). A package either exports npu_opslib_register_package or the op API
+// functions themselves. Any failure skips the whole package with a warning.
 void LoadPackage(const std::filesystem::path& path, EntryList* custom) {
   const std::string where = path.string();
   void* handle = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -91,32 +113,36 @@ void LoadPackage(const std::filesystem::path& path, EntryList* custom) {
     NOP_LOG_WARNING("skipped custom op package ", where, ": ", reason ? reason : "dlopen failed");
     return;
   }
+  EntryList entries;
   using RegisterPackageFn = void (*)(aclnnRegisterOpFn);
   auto* register_package =
       reinterpret_cast<RegisterPackageFn>(dlsym(handle, "npu_opslib_register_package"));
   if (register_package == nullptr) {
-    NOP_LOG_WARNING("skipped custom op package ", where,
-                    ": it does not export npu_opslib_register_package");
-    dlclose(handle);
-    return;
+    if (!RegisterExportedOps(handle, where, &entries)) {
+      NOP_LOG_WARNING("skipped custom op package ", where,
+                      ": it exports neither npu_opslib_register_package nor any "
+                      "aclnnXxxGetWorkspaceSize / aclnnXxx pair");
+      dlclose(handle);
+      return;
+    }
+  } else {
+    t_package_entries = &entries;
+    t_package_path = &where;
+    bool ok = true;
+    try {
+      register_package(&RegisterCustomOp);
+    } catch (const std::exception& e) {
+      NOP_LOG_WARNING("skipped custom op package ", where, ": npu_opslib_register_package threw: ",
+                      e.what());
+      ok = false;
+    } catch (...) {
+      NOP_LOG_WARNING("skipped custom op package ", where, ": npu_opslib_register_package threw");
+      ok = false;
+    }
+    t_package_entries = nullptr;
+    t_package_path = nullptr;
+    if (!ok) return;  // the library stays loaded: its code may have run, unloading is not safe
   }
-  EntryList entries;
-  t_package_entries = &entries;
-  t_package_path = &where;
-  bool ok = true;
-  try {
-    register_package(&RegisterCustomOp);
-  } catch (const std::exception& e) {
-    NOP_LOG_WARNING("skipped custom op package ", where, ": npu_opslib_register_package threw: ",
-                    e.what());
-    ok = false;
-  } catch (...) {
-    NOP_LOG_WARNING("skipped custom op package ", where, ": npu_opslib_register_package threw");
-    ok = false;
-  }
-  t_package_entries = nullptr;
-  t_package_path = nullptr;
-  if (!ok) return;  // the library stays loaded: its code may have run, unloading is not safe
   // Never dlclose a loaded package: its functions are used for the rest of the process.
   for (auto& entry : entries) {
     const bool taken = std::any_of(custom->begin(), custom->end(),
@@ -125,50 +151,26 @@ void LoadPackage(const std::filesystem::path& path, EntryList* custom) {
   }
 }
 
-// ASCEND_CUSTOM_OPP_PATH: ':'-separated directories, earlier ones first. Each directory's own
-// lib*.so files are packages, and so are those in its op_api/lib, where Ascend's custom op
-// packages install their API library.
-EntryList LoadCustomPackages() {
-  EntryList custom;
-  const char* env = std::getenv("ASCEND_CUSTOM_OPP_PATH");
-  if (env == nullptr) return custom;
-  const std::string_view paths = env;
-  size_t start = 0;
-  while (start <= paths.size()) {
-    size_t end = paths.find(':', start);
-    if (end == std::string_view::npos) end = paths.size();
-    const std::string dir(paths.substr(start, end - start));
-    start = end + 1;
-    if (dir.empty()) continue;
-    std::error_code error;
-    if (!std::filesystem::is_directory(dir, error)) {
-      NOP_LOG_WARNING("skipped custom op path ", dir, " (ASCEND_CUSTOM_OPP_PATH): not a directory");
-      continue;
-    }
-    for (const auto& file : PackageFiles(dir)) LoadPackage(file, &custom);
-    const std::filesystem::path api_dir = std::filesystem::path(dir) / "op_api" / "lib";
-    if (std::filesystem::is_directory(api_dir, error)) {
-      for (const auto& file : PackageFiles(api_dir)) LoadPackage(file, &custom);
-    }
-  }
-  return custom;
-}
-
 // Set once the registry is assembled; built-in registrations after that point are refused.
 std::atomic<bool> g_registry_built{false};
 
 Registry* BuildRegistry() {
   g_registry_built = true;
   t_loading_packages = true;
+  auto* registry = new Registry;
   EntryList custom;
   try {
-    custom = LoadCustomPackages();
+    PackageSearch search = FindPackageLibraries();
+    for (const auto& file : search.libraries) {
+      LoadPackage(file, &custom);
+      registry->libraries.push_back(file.string());
+    }
+    registry->directories = std::move(search.directories);
   } catch (const std::exception& e) {
     NOP_LOG_WARNING("custom op packages not loaded: ", e.what());
   }
   t_loading_packages = false;
 
-  auto* registry = new Registry;
   for (auto& entry : custom) registry->entries.push_back(std::move(entry));
   for (const auto& builtin : Builtins()) {
     const bool overridden =
@@ -189,6 +191,31 @@ Registry* BuildRegistry() {
 const Registry* GetRegistry() {
   static const Registry* registry = BuildRegistry();
   return registry;
+}
+
+// "aclnnFoo is not ...: looked for ... in <libraries> (ASCEND_CUSTOM_OPP_PATH=...)".
+aclnnStatus FailNotFound(const Registry& registry, const char* name) {
+  std::string where;
+  const char* env = std::getenv("ASCEND_CUSTOM_OPP_PATH");
+  if (env == nullptr) {
+    where = "no custom op package: ASCEND_CUSTOM_OPP_PATH is not set";
+  } else if (registry.libraries.empty()) {
+    where = "no custom op package: there is no lib*.so in ";
+    for (size_t i = 0; i < registry.directories.size(); ++i) {
+      where += (i ? ", " : "") + registry.directories[i];
+    }
+    if (registry.directories.empty()) where += "any directory";
+    where += StrCat(" (ASCEND_CUSTOM_OPP_PATH=", env, ")");
+  } else {
+    where = "the custom op packages ";
+    for (size_t i = 0; i < registry.libraries.size(); ++i) {
+      where += (i ? ", " : "") + registry.libraries[i];
+    }
+    where += StrCat(" (ASCEND_CUSTOM_OPP_PATH=", env, ")");
+  }
+  return NOP_FAIL(ACLNN_ERR_INNER_NOT_FOUND, name, " is not a built-in op and no custom op package ",
+                  "provides it: looked for the symbols ", name, "GetWorkspaceSize and ", name, " in ",
+                  where);
 }
 
 const aclnnOpEntry* FindBuiltin(const char* name) {
@@ -214,7 +241,9 @@ const aclnnOpEntry* aclnnFindOp(const char* name) {
     if (npu::opslib::t_loading_packages) return npu::opslib::FindBuiltin(name);
     const auto* registry = npu::opslib::GetRegistry();
     const auto found = registry->by_name.find(name);
-    return found == registry->by_name.end() ? nullptr : found->second;
+    if (found != registry->by_name.end()) return found->second;
+    npu::opslib::FailNotFound(*registry, name);
+    return nullptr;
   } catch (...) {
     return nullptr;  // only out of host memory while building the registry
   }

@@ -181,6 +181,7 @@ aclnnStatus UnaryGetWorkspaceSize(const char* op, UnaryKind kind, const aclTenso
   const aclTensor* inputs[] = {self};
   *executor = MakeUnaryExecutor(op, device, kind, out->dtype, MakeElementwisePlan(*out, inputs));
   *workspace_size = 0;
+  out->written = true;
   return ACLNN_SUCCESS;
 }
 

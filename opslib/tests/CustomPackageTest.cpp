@@ -1,6 +1,7 @@
 // CustomPackageTest.cpp - custom op packages from ASCEND_CUSTOM_OPP_PATH (its own executable: the
 // registry reads the variable once per process). main() points the variable at two package
-// directories around a missing one and captures the warnings of the one-time load.
+// directories around a missing one, then an install root in Ascend's vendors/ layout, and captures
+// the warnings of the one-time load.
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,11 +104,11 @@ TEST_F(CustomPackageTest, UntouchedBuiltinsAndTheListing) {
   ASSERT_NE(mul, nullptr);
   EXPECT_EQ(mul->is_custom, 0);
   EXPECT_EQ(aclnnFindOp("aclnnBroken"), nullptr);  // registered with NULL functions
-  // 12 built-ins (Add replaced) + MyOp, OtherOp, MulAlias.
-  EXPECT_EQ(aclnnOpCount(), 15);
+  // 13 built-ins (Add replaced) + MyOp, OtherOp, MulAlias, SymOp.
+  EXPECT_EQ(aclnnOpCount(), 17);
   int custom = 0;
   for (int i = 0; i < aclnnOpCount(); ++i) custom += aclnnOpAt(i)->is_custom;
-  EXPECT_EQ(custom, 4);
+  EXPECT_EQ(custom, 5);
 }
 
 TEST_F(CustomPackageTest, CustomKernelFailureNamesTheOpAndLaunchTag) {
@@ -128,7 +129,8 @@ TEST_F(CustomPackageTest, BrokenPackagesAreSkippedWithAWarning) {
   EXPECT_NE(g_load_log.find("skipped custom op package " + dir_a + "/libbroken.so: "), std::string::npos)
       << g_load_log;
   EXPECT_NE(g_load_log.find("skipped custom op package " + dir_a +
-                            "/libnosymbol.so: it does not export npu_opslib_register_package"),
+                            "/libnosymbol.so: it exports neither npu_opslib_register_package nor any "
+                            "aclnnXxxGetWorkspaceSize / aclnnXxx pair"),
             std::string::npos)
       << g_load_log;
   EXPECT_NE(g_load_log.find("skipped custom op path /nonexistent/opp/dir (ASCEND_CUSTOM_OPP_PATH): not a directory"),
@@ -137,8 +139,48 @@ TEST_F(CustomPackageTest, BrokenPackagesAreSkippedWithAWarning) {
   EXPECT_NE(g_load_log.find("registered op \"aclnnBroken\" with a NULL name or function pointer"),
             std::string::npos)
       << g_load_log;
+  const std::string root = NPU_OPSLIB_TEST_OPP_ROOT;
+  EXPECT_NE(g_load_log.find("custom op vendor \"gone\" listed in " + root + "/vendors/config.ini has no directory " +
+                            root + "/vendors/gone; skipped"),
+            std::string::npos)
+      << g_load_log;
+  EXPECT_NE(g_load_log.find("skipped custom op vendor " + root + "/vendors/v3: not listed in load_priority of " +
+                            root + "/vendors/config.ini (add \"v3\" there to load it)"),
+            std::string::npos)
+      << g_load_log;
+  EXPECT_NE(g_load_log.find("custom op package " + root + "/vendors/v2/op_api/lib/libcust_opapi.so exports "
+                            "aclnnHalfOpGetWorkspaceSize but not aclnnHalfOp; op aclnnHalfOp is ignored"),
+            std::string::npos)
+      << g_load_log;
   // One line per problem, nothing else.
-  EXPECT_EQ(std::count(g_load_log.begin(), g_load_log.end(), '\n'), 4) << g_load_log;
+  EXPECT_EQ(std::count(g_load_log.begin(), g_load_log.end(), '\n'), 7) << g_load_log;
+}
+
+TEST_F(CustomPackageTest, OpApiLibrariesInVendorPriorityOrder) {
+  const aclnnOpEntry* sym = aclnnFindOp("aclnnSymOp");
+  ASSERT_NE(sym, nullptr) << aclnnGetRecentErrMsg();
+  EXPECT_EQ(sym->is_custom, 1);
+  DeviceTensor in(ACL_FLOAT, {3}, {1, 2, 3});
+  DeviceTensor out(ACL_FLOAT, {3});
+  NOP_ASSERT_OK(RunUnaryEntry(sym, in, out));
+  NRT_ASSERT_OK(nrtStreamSynchronize(nullptr));
+  EXPECT_EQ(out.Read(), (std::vector<double>{201, 202, 203}));  // v2's, first in load_priority
+  EXPECT_EQ(aclnnFindOp("aclnnHalfOp"), nullptr);
+}
+
+TEST_F(CustomPackageTest, AMissingOpNamesTheSymbolsAndTheLibrariesSearched) {
+  EXPECT_EQ(aclnnFindOp("aclnnNoSuchOp"), nullptr);
+  const std::string message = aclnnGetRecentErrMsg();
+  EXPECT_NE(message.find("aclnnNoSuchOp is not a built-in op and no custom op package provides it: looked for "
+                         "the symbols aclnnNoSuchOpGetWorkspaceSize and aclnnNoSuchOp in the custom op packages "),
+            std::string::npos)
+      << message;
+  for (const std::string library :
+       {std::string(NPU_OPSLIB_TEST_OPP_A) + "/libcustom_test_package.so",
+        std::string(NPU_OPSLIB_TEST_OPP_ROOT) + "/vendors/v2/op_api/lib/libcust_opapi.so"}) {
+    EXPECT_NE(message.find(library), std::string::npos) << message;
+  }
+  EXPECT_NE(message.find("(ASCEND_CUSTOM_OPP_PATH="), std::string::npos) << message;
 }
 
 // ctest runs this once more with ASCEND_GLOBAL_LOG_LEVEL=3.
@@ -160,7 +202,8 @@ int main(int argc, char** argv) {
   const char* level = std::getenv("ASCEND_GLOBAL_LOG_LEVEL");
   npu::opslib::testing::g_quiet = level != nullptr && (std::string(level) == "3" || std::string(level) == "4");
   // An empty entry and a missing directory around the two package directories.
-  const std::string paths = std::string(NPU_OPSLIB_TEST_OPP_A) + "::/nonexistent/opp/dir:" + NPU_OPSLIB_TEST_OPP_B;
+  const std::string paths = std::string(NPU_OPSLIB_TEST_OPP_A) + "::/nonexistent/opp/dir:" + NPU_OPSLIB_TEST_OPP_B +
+                            ":" + NPU_OPSLIB_TEST_OPP_ROOT;
   setenv("ASCEND_CUSTOM_OPP_PATH", paths.c_str(), 1);
   g_load_log = npu::opslib::testing::CaptureStderr([] { aclnnOpCount(); });
   std::fputs(g_load_log.c_str(), stderr);  // still visible in the test output

@@ -115,10 +115,15 @@ TEST_F(ErrorTest, UnsupportedDtypeAndFormat) {
   EXPECT_EQ(Recent(), "aclnnAdd: other dtype UNDEFINED is not supported (FLOAT, FLOAT16, BF16, "
                       "DOUBLE, INT8, UINT8, INT16, INT32, INT64, BOOL)");
   aclDestroyTensor(undefined);
-  aclTensor* fractal = aclCreateTensor(dims, 1, ACL_FLOAT, nullptr, 0, ACL_FORMAT_FRACTAL_NZ, nullptr, 0, f.data());
+  // A private-format descriptor is well formed, but elementwise ops want plain layouts.
+  const int64_t matrix[] = {1, 3};
+  const int64_t nz_storage[] = {1, 1, 16, 16};
+  aclTensor* fractal =
+      aclCreateTensor(matrix, 2, ACL_FLOAT, nullptr, 0, ACL_FORMAT_FRACTAL_NZ, nz_storage, 4, f.data());
+  ASSERT_NE(fractal, nullptr) << Recent();
   EXPECT_EQ(PrepareAdd(f.get(), f.get(), nullptr, fractal), ACLNN_ERR_PARAM_INVALID);
   EXPECT_EQ(Recent(), "aclnnAdd: out format FRACTAL_NZ is not supported: elementwise ops compute on "
-                      "plain formats (ND, NCHW, NHWC); cast it to ND first");
+                      "plain formats (ND, NCHW, NHWC, NCDHW, NDHWC); convert it with aclnnTransData first");
   aclDestroyTensor(fractal);
 }
 

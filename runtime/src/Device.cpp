@@ -9,6 +9,7 @@
 
 #include "Error.h"
 #include "Runtime.h"
+#include "SocInfo.h"
 
 namespace npu::runtime {
 namespace {
@@ -68,7 +69,8 @@ std::optional<size_t> ParseByteSize(std::string_view text) {
 }  // namespace
 
 Config ReadConfigFromEnv() {
-  Config config{kDefaultDeviceCount, kDefaultMemoryCapacity};
+  Config config{kDefaultDeviceCount, kDefaultMemoryCapacity, kDefaultSocName, nullptr,
+                kDefaultCannVersion};
   if (const char* text = std::getenv("NPU_SIM_DEVICES")) {
     if (auto count = ParseDeviceCount(text)) {
       config.device_count = *count;
@@ -87,6 +89,13 @@ Config ReadConfigFromEnv() {
           "\": expected bytes or a size with a K/M/G/T suffix such as 16G; using the default of ",
           FormatBytes(kDefaultMemoryCapacity), " per device");
     }
+  }
+  if (const char* text = std::getenv("NPU_SIM_SOC_VERSION"); text != nullptr && *text != '\0') {
+    config.soc_name = text;
+  }
+  config.soc = FindSoc(config.soc_name);
+  if (const char* text = std::getenv("NPU_SIM_CANN_VERSION"); text != nullptr && *text != '\0') {
+    config.cann_version = text;
   }
   return config;
 }

@@ -10,12 +10,18 @@
 
 namespace npu::runtime {
 
+struct SocSpec;
+
 struct Config {
   int device_count;
   size_t memory_capacity;  // bytes per device
+  std::string soc_name;    // NPU_SIM_SOC_VERSION
+  const SocSpec* soc;      // nullptr when soc_name is unknown (nrtGetSocName reports it)
+  std::string cann_version;  // NPU_SIM_CANN_VERSION (nrtGetCannVersion checks it)
 };
 
-// Reads NPU_SIM_DEVICES and NPU_SIM_MEMORY; invalid values are logged and replaced by defaults.
+// Reads NPU_SIM_DEVICES and NPU_SIM_MEMORY (invalid values are logged and replaced by defaults),
+// NPU_SIM_SOC_VERSION and NPU_SIM_CANN_VERSION (invalid values fail the calls that report them).
 Config ReadConfigFromEnv();
 
 // The current device belongs to the runtime generation that set it: after nrtFinalize() every

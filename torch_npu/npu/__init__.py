@@ -7,7 +7,9 @@ from torch_npu.npu.device import (
     device,
     device_count,
     device_of,
+    get_device_capability,
     get_device_name,
+    get_device_properties,
     init,
     is_available,
     is_initialized,
@@ -51,6 +53,7 @@ from torch_npu.npu.random import (
     set_rng_state,
     set_rng_state_all,
 )
+from torch_npu.npu.format_config import config
 from torch_npu.npu.tensor_types import (
     BFloat16Tensor,
     BoolTensor,
@@ -84,8 +87,28 @@ def get_amp_supported_dtype():
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
-    """bfloat16 is supported on every npu (the software NPU computes it natively)."""
-    return is_available()
+    """Whether the reported SoC computes bfloat16 (Ascend910B and later, the default Ascend910B1)."""
+    from torch_npu import _C
+
+    return is_available() and _C._is_bf16_supported()
+
+
+from torch_npu.npu.npu_config import (  # noqa: E402
+    CubeMathType,
+    are_compatible_impl_enabled,
+    config,
+    conv,
+    get_mm_bmm_format_nd,
+    is_jit_compile_false,
+    matmul,
+    set_aoe,
+    set_compile_mode,
+    set_mm_bmm_format_nd,
+    set_option,
+    use_compatible_impl,
+)
+from torch_npu.npu.utils import get_cann_version, get_soc_version, is_support_inf_nan  # noqa: E402
+from torch_npu.npu import utils  # noqa: E402
 
 
 from torch_npu.npu import memory  # noqa: E402  (torch.npu.memory._record_memory_history, ...)

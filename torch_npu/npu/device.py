@@ -1,5 +1,9 @@
 """Device selection and synchronisation for npu."""
 
+import os
+import re
+import warnings
+
 import torch
 
 from torch_npu import _C
@@ -60,8 +64,41 @@ def synchronize(dev=None) -> None:
 
 
 def get_device_name(dev=None) -> str:
+    """The SoC the device reports: NPU_SIM_SOC_VERSION, default "Ascend910B1"."""
     _C._check_device(_index(dev))
-    return "Software NPU (simnpu)"
+    return _C._get_soc_name()
+
+
+class _NPUDeviceProperties:
+    """What torch.npu.get_device_properties() returns (name, total_memory, core counts)."""
+
+    def __init__(self, name, total_memory, cube_core_num, vector_core_num):
+        self.name = name
+        self.total_memory = total_memory
+        self.cube_core_num = cube_core_num
+        self.vector_core_num = vector_core_num
+
+    def __repr__(self):
+        return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory >> 20}MB, "
+                f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num})")
+
+
+def get_device_properties(dev=None) -> _NPUDeviceProperties:
+    idx = _index(dev)
+    _C._check_device(idx)
+    return _NPUDeviceProperties(*_C._get_device_properties(idx))
+
+
+def get_device_capability(dev=None):
+    """(major, minor) from TORCH_NPU_DEVICE_CAPABILITY ("8.0"), else None: NPUs have no CUDA-style
+    compute capability; the value only serves libraries that ask for one."""
+    text = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY", "")
+    match = re.fullmatch(r"(\d+)\.(\d+)", text.strip())
+    if not match:
+        if text:
+            warnings.warn(f"TORCH_NPU_DEVICE_CAPABILITY={text!r} is not 'major.minor' (e.g. '8.0'); ignored")
+        return None
+    return int(match.group(1)), int(match.group(2))
 
 
 class device:

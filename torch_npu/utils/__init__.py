@@ -1,4 +1,6 @@
-"""torch_npu.utils: helpers for npu users (combined tensor buffers, ...)."""
+"""torch_npu.utils: helpers for npu users (combined tensor buffers, C++ extensions, ...)."""
+
+import os as _os
 
 from torch_npu.utils.combine_tensors import (
     combined_grad_buffer,
@@ -7,4 +9,7 @@ from torch_npu.utils.combine_tensors import (
     npu_combine_tensors,
 )
 
-__all__ = ["npu_combine_tensors", "get_part_combined_tensor", "is_combined_tensor_valid", "combined_grad_buffer"]
+# For CMake projects building against torch_npu (find_package(TorchNpu): custom op packages).
+cmake_prefix_path = _os.path.join(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))), "share", "cmake")
+
+__all__ = ["cmake_prefix_path", "npu_combine_tensors", "get_part_combined_tensor", "is_combined_tensor_valid", "combined_grad_buffer"]

@@ -42,8 +42,10 @@ typedef enum {
   ACL_BF16 = 27,
 } aclDataType;
 
-// Storage formats. Only the plain ones are computed on today; the others are accepted in
-// descriptors so that adapters can describe private layouts.
+// Storage formats (values as in ACL). The plain ones (ND, NCHW, NHWC, NCDHW, NDHWC) are strided
+// views; the private ones are padded block layouts (npu/format_layout.h gives their shapes). A
+// descriptor in a private format describes a whole tensor: its view is the logical shape
+// (contiguous, offset 0) and storageDims must be the format's storage shape of that view.
 typedef enum {
   ACL_FORMAT_UNDEFINED = -1,
   ACL_FORMAT_NCHW = 0,
@@ -51,7 +53,11 @@ typedef enum {
   ACL_FORMAT_ND = 2,
   ACL_FORMAT_NC1HWC0 = 3,
   ACL_FORMAT_FRACTAL_Z = 4,
+  ACL_FORMAT_NDHWC = 27,
   ACL_FORMAT_FRACTAL_NZ = 29,
+  ACL_FORMAT_NCDHW = 30,
+  ACL_FORMAT_NDC1HWC0 = 32,
+  ACL_FRACTAL_Z_3D = 33,
 } aclFormat;
 
 typedef struct aclTensor aclTensor;
@@ -60,6 +66,7 @@ typedef struct aclIntArray aclIntArray;
 typedef struct aclTensorList aclTensorList;
 typedef struct aclScalarList aclScalarList;
 typedef struct aclOpExecutor aclOpExecutor;
+typedef nrtStream_t aclrtStream;  // ACL's name for a stream, as op API headers spell it
 
 // Descriptors. A tensor is a strided view (sizes, strides and offset in elements) of device memory at
 // `tensorData` (the storage base); descriptors are copied, so the caller may free its arrays.
@@ -93,6 +100,12 @@ NOP_API aclnnStatus aclGetStorageShape(const aclTensor* tensor, int64_t** storag
 NOP_API aclnnStatus aclGetDataType(const aclTensor* tensor, aclDataType* dataType);
 NOP_API aclnnStatus aclGetFormat(const aclTensor* tensor, aclFormat* format);
 NOP_API aclnnStatus aclGetRawTensorAddr(const aclTensor* tensor, void** addr);  // tensorData
+// Whether an op bound this descriptor as one it writes (its out, or an in-place operand) during its
+// XxxGetWorkspaceSize. Built-in ops mark what they write; adapters read this before destroying the
+// descriptors, to know which temporaries to copy back. 0 for NULL and for unmarked descriptors.
+NOP_API int aclIsOutputTensor(const aclTensor* tensor);
+// For op packages: marks `tensor` as written by the op being prepared (see aclIsOutputTensor).
+NOP_API aclnnStatus aclMarkOutputTensor(const aclTensor* tensor);
 
 // Errors: the message of the last failing call on this thread ("" if none), naming the op and values.
 NOP_API const char* aclnnGetRecentErrMsg(void);
@@ -107,12 +120,16 @@ NOP_API void aclnnSetLaunchTag(const char* tag);
 // launch sites): launching then costs no allocation. Replaces any tag set with aclnnSetLaunchTag.
 NOP_API void aclnnSetLaunchTagStatic(const char* tag);
 
-// The registry. Built-in ops register themselves; custom packages are shared libraries found in the
-// directories listed in ASCEND_CUSTOM_OPP_PATH (':'-separated), each exporting
+// The registry. Built-in ops register themselves; custom op packages are shared libraries found
+// through ASCEND_CUSTOM_OPP_PATH (':'-separated; each entry is a package directory, a vendor
+// directory with op_api/lib/lib*.so, or an install root with vendors/<name>/op_api/lib ordered by
+// vendors/config.ini's load_priority). A package either exports
 //   void npu_opslib_register_package(aclnnRegisterOpFn register_op);
-// A custom op with the name of a built-in one wins. A package that fails to load is skipped with a
-// logged warning. Lookup is by launch name ("aclnnAdd"); the entry's function pointers have the op's
-// own signatures (XxxGetWorkspaceSize(args..., uint64_t*, aclOpExecutor**) and
+// or, as Ascend's libcust_opapi.so does, the op functions themselves: every exported
+// aclnnXxxGetWorkspaceSize with its aclnnXxx is op "aclnnXxx". A custom op with the name of a
+// built-in one wins. A package that fails to load is skipped with a logged warning naming the file
+// and the reason. Lookup is by launch name ("aclnnAdd"); the entry's function pointers have the
+// op's own signatures (XxxGetWorkspaceSize(args..., uint64_t*, aclOpExecutor**) and
 // Xxx(void*, uint64_t, aclOpExecutor*, nrtStream_t)).
 typedef struct {
   const char* name;
@@ -121,7 +138,8 @@ typedef struct {
   int is_custom;
 } aclnnOpEntry;
 typedef void (*aclnnRegisterOpFn)(const char* name, void* get_workspace_size, void* launch);
-NOP_API const aclnnOpEntry* aclnnFindOp(const char* name);  // NULL if unknown
+// NULL if unknown; aclnnGetRecentErrMsg() then names the symbols looked for and the packages searched.
+NOP_API const aclnnOpEntry* aclnnFindOp(const char* name);
 // For built-in packages linked into the process (such as the ATen-backed op package): adds ops
 // while libraries load, before the first lookup assembles the registry. Later calls fail with
 // ACLNN_ERR_INNER, because handed-out entries must never change.
@@ -248,6 +266,14 @@ NOP_DECLARE_UNARY(Sigmoid)  // floating out
 NOP_DECLARE_UNARY(Tanh)     // floating out
 NOP_DECLARE_UNARY(Cast)     // dtype conversion: out = (out dtype) self
 #undef NOP_DECLARE_UNARY
+
+// ---- Layout conversion. dst = src with both describing the same logical tensor (same view shape
+// and dtype) in any two formats: plain (any strides) or private (whole tensors). Padding lanes of a
+// private dst are zeroed. Private formats hold FLOAT, FLOAT16, BF16, INT8, UINT8, INT16, INT32.
+NOP_API aclnnStatus aclnnTransDataGetWorkspaceSize(const aclTensor* src, aclTensor* dst,
+                                                   uint64_t* workspaceSize, aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnTransData(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                   nrtStream_t stream);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -57,6 +57,20 @@ NRT_API nrtError_t nrtSetDevice(int32_t device);
 NRT_API nrtError_t nrtGetDevice(int32_t* device);
 NRT_API nrtError_t nrtDeviceSynchronize(void);  // all streams of the current device
 
+// What the software NPU poses as: the SoC from NPU_SIM_SOC_VERSION (default Ascend910B1; any name
+// aclrtGetSocName() reports, e.g. Ascend910B3, Ascend910_9391, Ascend310P3) and the CANN version from
+// NPU_SIM_CANN_VERSION (default 8.5.0). An unknown value fails these calls with a message that
+// lists what is accepted. The returned strings live until nrtFinalize().
+typedef struct {
+  char name[64];          // the SoC name
+  size_t total_memory;    // bytes (NPU_SIM_MEMORY)
+  int32_t cube_core_num;  // nominal core counts of that SoC
+  int32_t vector_core_num;
+} nrtDeviceProp;
+NRT_API nrtError_t nrtGetSocName(const char** name);
+NRT_API nrtError_t nrtGetCannVersion(const char** version);
+NRT_API nrtError_t nrtGetDeviceProperties(int32_t device, nrtDeviceProp* prop);
+
 // Device memory, bounded by NPU_SIM_MEMORY per device (bytes, or with K/M/G/T suffix; default 16G),
 // committed lazily. Device memory is host-addressable (the software NPU computes on the host).
 NRT_API nrtError_t nrtMalloc(void** ptr, size_t size);  // on the current device

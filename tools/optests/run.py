@@ -1,0 +1,179 @@
+"""Runs torch_npu's operator tests (test/test_base_ops of an op-plugin checkout) against this build.
+
+Each file runs unchanged in its own process (`python test_xxx.py`) with a timeout, at most --jobs at
+a time; the output is one line per file (pass/fail and the first error), then a summary by cause.
+
+    python tools/optests/run.py /path/to/op-plugin [--jobs 2] [--timeout 600] [--doc docs/conformance.md]
+    python tools/optests/run.py /path/to/op-plugin --files test_add.py test_mul.py
+    python tools/optests/run.py /path/to/op-plugin --sample 40 --seed 1
+    python tools/optests/run.py /path/to/op-plugin --failed-from build/optests/results.json
+"""
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from causes import parse_output  # noqa: E402
+from report import summary_lines, write_doc  # noqa: E402
+
+
+def find_test_dir(root: Path) -> Path:
+    for candidate in (root / "test" / "test_base_ops", root):
+        if candidate.is_dir() and any(candidate.glob("test_*.py")):
+            return candidate
+    raise SystemExit(f"error: no test/test_base_ops/test_*.py under {root}; pass the root of an "
+                     "op-plugin checkout (OPPLUGIN=/path/to/op-plugin)")
+
+
+_running = set()  # process groups of the files being run, ended if the runner is stopped
+
+
+def _stop_running(signum, _frame):
+    for pid in list(_running):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    raise SystemExit(128 + signum)
+
+
+def run_file(path: Path, python: str, timeout: float, workdir: Path, env: dict):
+    """Run one test file; returns its FileResult."""
+    start = time.monotonic()
+    proc = subprocess.Popen([python, str(path)], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    _running.add(proc.pid)
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    finally:
+        _running.discard(proc.pid)
+    text = out.decode("utf-8", errors="replace")
+    return parse_output(path.name, proc.returncode, text, time.monotonic() - start, timed_out)
+
+
+def file_line(r) -> str:
+    if r.passed:
+        note = " (all tests skipped)" if r.all_skipped else (f" ({r.skipped} skipped)" if r.skipped else "")
+        return f"PASS {r.name} [{r.ran} tests, {r.seconds:.0f}s]{note}"
+    where = f" {r.first_test}:" if r.first_test else ""
+    error = r.first_error or (r.tail[-1] if r.tail else "no output")
+    return f"FAIL {r.name} [{r.cause}]{where} {error}"
+
+
+def select_files(test_dir: Path, args):
+    files = sorted(p for p in test_dir.glob("test_*.py"))
+    if args.files:
+        wanted = {Path(f).name for f in args.files}
+        missing = wanted - {p.name for p in files}
+        if missing:
+            raise SystemExit(f"error: not in {test_dir}: {', '.join(sorted(missing))}")
+        files = [p for p in files if p.name in wanted]
+    if args.failed_from:
+        previous = json.loads(Path(args.failed_from).read_text())
+        failed = {r["name"] for r in previous["files"] if r["status"] != "passed"}
+        files = [p for p in files if p.name in failed]
+    if args.sample:
+        files = sorted(random.Random(args.seed).sample(files, min(args.sample, len(files))))
+    return files
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("opplugin", type=Path, help="op-plugin checkout (or its test/test_base_ops)")
+    parser.add_argument("--jobs", type=int, default=2, help="files run at once (default 2)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per file (default 600)")
+    parser.add_argument("--python", default=sys.executable, help="interpreter with torch_npu installed")
+    parser.add_argument("--files", nargs="+", help="only these files (names inside test_base_ops)")
+    parser.add_argument("--sample", type=int, help="a random sample of this many files")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    parser.add_argument("--failed-from", help="only the files that failed in this results.json")
+    parser.add_argument("--json", type=Path, default=Path("build/optests/results.json"),
+                        help="where to write per-file results (default build/optests/results.json)")
+    parser.add_argument("--doc", type=Path, help="write the summary into this markdown file's optests section")
+    parser.add_argument("--record-partial", action="store_true",
+                        help="write --doc for a partial run too (the section says which part ran)")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit("error: --jobs must be at least 1")
+
+    test_dir = find_test_dir(args.opplugin.resolve())
+    files = select_files(test_dir, args)
+    if not files:
+        raise SystemExit("error: no test files selected")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+    env.setdefault("OMP_NUM_THREADS", "1")  # --jobs processes share the cores
+    print(f"running {len(files)} files from {test_dir} ({args.jobs} at a time, {args.timeout:.0f}s "
+          f"timeout each)", flush=True)
+
+    signal.signal(signal.SIGTERM, _stop_running)
+    signal.signal(signal.SIGINT, _stop_running)
+    started = time.monotonic()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="optests-") as workdir, \
+            ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_file, f, args.python, args.timeout, Path(workdir), env) for f in files]
+        for future in futures:
+            r = future.result()
+            results.append(r)
+            print(file_line(r), flush=True)
+    elapsed = time.monotonic() - started
+
+    total = len(list(test_dir.glob("test_*.py")))
+    partial = bool(args.sample or args.files or args.failed_from)
+    meta = {"test_dir": str(test_dir), "files": len(results), "total_files": total, "seconds": round(elapsed),
+            "sample": partial, "selection": _selection(args, len(results), total),
+            **_environment(args.python, env)}
+    print()
+    for line in summary_lines(results, meta):
+        print(line)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"meta": meta, "files": [_as_dict(r) for r in results]}, indent=1))
+    if args.doc and meta["sample"] and not args.record_partial:
+        print(f"\npartial run: {args.doc} not updated (it records full runs only)")
+    elif args.doc:
+        write_doc(args.doc, results, meta)
+        print(f"\nsummary written to {args.doc}")
+    return 0
+
+
+def _selection(args, ran, total):
+    if args.sample:
+        return f"a random sample of {ran} of the {total} files (--sample {args.sample} --seed {args.seed})"
+    if args.files or args.failed_from:
+        return f"{ran} chosen files of {total}"
+    return f"all {total} files"
+
+
+def _as_dict(r):
+    return {k: getattr(r, k) for k in ("name", "status", "returncode", "seconds", "ran", "failures", "errors", "skipped",
+                                       "first_test", "first_error", "cause", "detail")}
+
+
+def _environment(python, env):
+    """SoC, CANN version and versions the run saw, for the report."""
+    code = ("import torch, torch_npu; from torch_npu.npu import utils; "
+            "print(torch.__version__); print(torch.npu.get_device_name(0)); print(utils.get_cann_version())")
+    try:
+        out = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                             cwd=tempfile.gettempdir()).stdout.split("\n")
+        return {"torch": out[0], "soc": out[1], "cann": out[2]}
+    except (subprocess.SubprocessError, IndexError):
+        return {"torch": "?", "soc": "?", "cann": "?"}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
