@@ -70,10 +70,10 @@ namespace at_npu::native {
 
 void OpCommand::RunOpApi(const std::string& name, const PROC_FUNC& func, bool sync) {
   TORCH_CHECK_VALUE(static_cast<bool>(func), "OpCommand::RunOpApi(\"", name, "\"): the function is empty");
-  const std::string site = currentLaunchSite();
-  const std::string tag = site.empty() ? std::string() : "(launched from " + site + ")";
-  nrtSetKernelLaunchTag(tag.c_str());
-  aclnnSetLaunchTag(tag.c_str());
+  const LaunchSite* site = currentLaunchSite();
+  const char* tag = site ? site->op_tag.c_str() : "";
+  nrtSetKernelLaunchTag(tag);
+  aclnnSetLaunchTag(tag);
   int status = 0;
   try {
     status = func();
