@@ -38,7 +38,9 @@ def _same(npu_fn, cpu_fn):
     actual = npu_fn()
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     assert actual.stride() == expected.stride()
-    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, rtol=1e-3, atol=1e-3)
+    # bfloat16: the device op rounds once, CPU eager may round alpha * other first (one ulp apart).
+    tol = dict(rtol=1.6e-2, atol=1e-5) if expected.dtype == torch.bfloat16 else dict(rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, **tol)
 
 
 @pytest.mark.parametrize("op", list(OPS))

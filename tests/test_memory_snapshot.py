@@ -103,6 +103,7 @@ def test_invalid_arguments():
 
 
 def test_memory_viz_reads_a_dumped_snapshot(recording, tmp_path):
+    torch.npu.empty_cache()  # the model's segments are then allocated while recording
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).npu()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(2):

@@ -126,6 +126,7 @@ bool tryBinaryFast(BinaryOp op, const at::Tensor& self, const at::Tensor& other,
                    const at::Scalar& alpha, at::Tensor* out) {
   if (!plainDense(self)) return false;
   if (std::optional<at::Scalar> number = pythonNumber(other)) {
+    if (op == BinaryOp::kSub && number->isBoolean()) return false;  // PyTorch's error
     const at::ScalarType result = trueDivision(op, resultWithNumber(self.scalar_type(), *number));
     if (!resultAllowed(op, result, self.scalar_type(), alpha)) return false;
     MaybeDeviceGuard guard(self);
@@ -162,6 +163,7 @@ bool tryBinaryFastInplace(BinaryOp op, at::Tensor& self, const at::Tensor& other
                           const at::Scalar& alpha) {
   if (!plainDense(self)) return false;
   if (std::optional<at::Scalar> number = pythonNumber(other)) {
+    if (op == BinaryOp::kSub && number->isBoolean()) return false;  // PyTorch's error
     const at::ScalarType result = trueDivision(op, resultWithNumber(self.scalar_type(), *number));
     if (result != self.scalar_type() || !resultAllowed(op, result, self.scalar_type(), alpha)) {
       return false;

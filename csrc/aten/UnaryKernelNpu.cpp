@@ -44,6 +44,7 @@ NPU_UNARY_OUT(tanh, aclnnTanh, true)
 #undef NPU_UNARY_OUT
 
 at::Tensor relu(const at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   const bool supported = deviceOpsSupport({self}) && self.scalar_type() != at::kBool;
   if (supported && self.is_non_overlapping_and_dense()) {
     MaybeDeviceGuard guard(self);
@@ -64,6 +65,7 @@ at::Tensor relu(const at::Tensor& self) {
 }
 
 at::Tensor& relu_(at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   if (!deviceOpsSupport({self}) || self.scalar_type() == at::kBool) {
     runGeneric("aten::clamp_min", "out", self, at::Scalar(0), self);
     return self;

@@ -32,18 +32,20 @@ constexpr size_t kMB = 1048576;
 
 AllocatorSettings parse(const std::string& text) {
   c10::CachingAllocator::ConfigTokenizer tokens(text);
+  std::unordered_set<std::string> given;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& key = tokens[i];
+    given.insert(key);
     const bool common = AcceleratorAllocatorConfig::getKeys().count(key) != 0;
     TORCH_CHECK_VALUE(common || kNpuDriverKeys.count(key) != 0, "Unrecognized key '", key,
                       "' in PYTORCH_NPU_ALLOC_CONF (\"", text, "\"); the npu caching allocator "
                       "takes max_split_size_mb, garbage_collection_threshold, expandable_segments, "
                       "roundup_power2_divisions, max_non_split_rounding_mb and large_segment_size_mb");
     if (!common) {
-      TORCH_WARN_ONCE("PYTORCH_NPU_ALLOC_CONF: '", key, "' configures the Ascend driver and has no ",
+      TORCH_WARN("PYTORCH_NPU_ALLOC_CONF: '", key, "' configures the Ascend driver and has no ",
                       "effect on the software NPU");
     } else if (kSupportedCommonKeys.count(key) == 0) {
-      TORCH_WARN_ONCE("PYTORCH_NPU_ALLOC_CONF: '", key, "' is a setting of PyTorch's pinned host ",
+      TORCH_WARN("PYTORCH_NPU_ALLOC_CONF: '", key, "' is a setting of PyTorch's pinned host ",
                       "allocator and has no effect on the npu caching allocator");
     }
     TORCH_CHECK_VALUE(i + 1 < tokens.size() && tokens[i + 1] == ":", "PYTORCH_NPU_ALLOC_CONF: ",
@@ -58,16 +60,24 @@ AllocatorSettings parse(const std::string& text) {
   AllocatorSettings s;
   s.text = text;
   if (tokens.size() == 0) return s;  // the defaults (PyTorch's parser keeps its old state for "")
-  // PyTorch's parser validates the common keys (ranges, power-of-two divisions, True/False) and
-  // resets the keys a non-empty setting leaves out.
+  // PyTorch's parser validates the common keys (ranges, power-of-two divisions, True/False). It
+  // keeps values from earlier settings, so only the keys this text gives are read back; the
+  // others keep their defaults.
   AcceleratorAllocatorConfig::instance().parseArgs(text);
-  s.max_split_size = AcceleratorAllocatorConfig::max_split_size();
-  s.max_non_split_rounding_size = AcceleratorAllocatorConfig::max_non_split_rounding_size();
-  s.garbage_collection_threshold = AcceleratorAllocatorConfig::garbage_collection_threshold();
-  s.expandable_segments = AcceleratorAllocatorConfig::use_expandable_segments();
-  s.large_segment_size = AcceleratorAllocatorConfig::large_segment_size();
-  for (size_t i = 0; i < s.roundup_power2_divisions.size(); ++i) {
-    s.roundup_power2_divisions[i] = AcceleratorAllocatorConfig::roundup_power2_divisions(kMB << i);
+  auto has = [&](const char* key) { return given.count(key) != 0; };
+  if (has("max_split_size_mb")) s.max_split_size = AcceleratorAllocatorConfig::max_split_size();
+  if (has("max_non_split_rounding_mb")) {
+    s.max_non_split_rounding_size = AcceleratorAllocatorConfig::max_non_split_rounding_size();
+  }
+  if (has("garbage_collection_threshold")) {
+    s.garbage_collection_threshold = AcceleratorAllocatorConfig::garbage_collection_threshold();
+  }
+  if (has("expandable_segments")) s.expandable_segments = AcceleratorAllocatorConfig::use_expandable_segments();
+  if (has("large_segment_size_mb")) s.large_segment_size = AcceleratorAllocatorConfig::large_segment_size();
+  if (has("roundup_power2_divisions")) {
+    for (size_t i = 0; i < s.roundup_power2_divisions.size(); ++i) {
+      s.roundup_power2_divisions[i] = AcceleratorAllocatorConfig::roundup_power2_divisions(kMB << i);
+    }
   }
   // As torch_npu: expandable segments never split-limit or collect (they grow in place instead).
   TORCH_CHECK_VALUE(!s.expandable_segments ||

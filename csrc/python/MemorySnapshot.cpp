@@ -2,6 +2,8 @@
 // settings: the caching allocator's history as the dictionary PyTorch's memory visualiser reads.
 #include "csrc/python/MemorySnapshot.h"
 
+#include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 
 #include <optional>
@@ -167,7 +169,13 @@ void initMemoryBindings(py::module& m) {
         py::arg("stacks"), py::arg("max_entries"), py::arg("clear_history"));
   m.def("_memory_snapshot", &memorySnapshot);
   m.def("_set_allocator_settings", [](const std::string& settings) {
-    alloc::setAllocatorSettings(settings);
+    torch::PyWarningHandler warnings;  // the settings' warnings become Python UserWarnings
+    try {
+      alloc::setAllocatorSettings(settings);
+    } catch (...) {
+      warnings.set_in_exception();
+      throw;
+    }
   });
   m.def("_get_allocator_settings", [] { return alloc::allocatorSettings().text; });
 }

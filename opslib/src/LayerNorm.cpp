@@ -129,7 +129,9 @@ RunFn KernelFor(aclDataType input, aclDataType params) {
   }
 }
 
+// As PyTorch's is_contiguous: size-1 dims may have any stride, and an empty tensor is contiguous.
 bool Contiguous(const aclTensor& t) {
+  if (t.numel() == 0) return true;
   int64_t expected = 1;
   for (size_t d = t.ndim; d-- > 0;) {
     if (t.sizes()[d] != 1 && t.strides()[d] != expected) return false;
