@@ -54,7 +54,7 @@ std::string GetCannVersion();
 bool IsGteCannVersion(const std::string& version);
 
 namespace option {
-// Process-wide named options (torch_npu's option names: "jitCompile", "ALLOW_INTERNAL_FORMAT",
+// Process-wide named options (torch_npu's option names: "jitCompile",
 // "TORCH_NPU_USE_COMPATIBLE_IMPL", "ACL_PRECISION_MODE", ...).
 void SetOption(const std::string& name, const std::string& value);
 std::optional<std::string> GetOption(const std::string& name);

@@ -130,8 +130,10 @@ void runUpcast(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   std::vector<c10::IValue> upcast_args;
   for (size_t i = 0; i < nargs; ++i) {
     // A dtype argument naming the reduced type (cumsum(..., dtype=torch.half)) follows the tensors.
-    auto kind = schema.arguments()[i].type()->kind();
-    if (kind == c10::TypeKind::OptionalType) kind = schema.arguments()[i].type()->containedType(0)->kind();
+    // (real_type: the schema's `ScalarType` arguments are ints to the interpreter.)
+    const auto& type = schema.arguments()[i].real_type();
+    auto kind = type->kind();
+    if (kind == c10::TypeKind::OptionalType) kind = type->containedType(0)->kind();
     const c10::IValue& v = originals[i];
     if (kind == c10::TypeKind::ScalarTypeType && v.isInt() &&
         (v.toScalarType() == at::kHalf || v.toScalarType() == at::kBFloat16)) {

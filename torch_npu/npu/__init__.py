@@ -96,7 +96,6 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 from torch_npu.npu.npu_config import (  # noqa: E402
     CubeMathType,
     are_compatible_impl_enabled,
-    config,
     conv,
     get_mm_bmm_format_nd,
     is_jit_compile_false,

@@ -1,4 +1,4 @@
-"""torch.npu options: set_option, set_compile_mode, use_compatible_impl, config / matmul / conv flags.
+"""torch.npu options: set_option, set_compile_mode, use_compatible_impl, matmul / conv flags.
 
 Options are stored process-wide (readable from C++ through c10_npu::option::GetOption) under
 torch_npu's names. The software NPU compiles nothing and computes every op as PyTorch's CPU kernels
@@ -131,5 +131,3 @@ class _Flags:
 
 matmul = _Flags(allow_hf32=("ALLOW_MATMUL_HF32", False), cube_math_type=("CUBE_MATH_TYPE", None))
 conv = _Flags(allow_hf32=("ALLOW_CONV_HF32", True))
-# allow_internal_format: ops may return private storage formats (NC1HWC0, FRACTAL_NZ...).
-config = _Flags(allow_internal_format=("ALLOW_INTERNAL_FORMAT", False))
