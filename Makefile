@@ -6,7 +6,7 @@ DEPS_STAMP := $(VENV)/.deps-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
-.PHONY: all build test test-cpp test-python demo bench system-deps clean conformance supported-ops optests
+.PHONY: all build test test-cpp test-python demo bench bench-deps system-deps clean conformance supported-ops optests
 
 all: build
 
@@ -61,7 +61,11 @@ demo: build
 	$(VPY) examples/train_demo.py
 
 # npu vs CPU eager in one process; writes docs/benchmarks.md and docs/benchmarks.png (a few minutes).
-bench: build
+# valgrind counts the launch path's instructions for the report's per-stage breakdown.
+bench-deps:
+	@command -v valgrind >/dev/null 2>&1 || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q valgrind)
+
+bench: build bench-deps
 	$(VPY) bench/run.py
 
 clean:

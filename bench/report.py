@@ -85,7 +85,39 @@ def _section_table(rows) -> list:
     return lines
 
 
+def _previous_ratios(path: str) -> dict:
+    """measurement name -> median ratio, from the report this run replaces (if any)."""
+    import os
+    import re
+    ratios = {}
+    if not os.path.exists(path):
+        return ratios
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) != 7 or cells[0] in ("measurement", "---"):
+                continue
+            name = re.sub(r"<br>.*$", "", cells[0])
+            try:
+                ratios[name] = float(cells[3])
+            except ValueError:
+                pass
+    return ratios
+
+
+def _change_table(rows, previous: dict) -> list:
+    """Before/after median ratios of the targeted rows, against the report this run replaces."""
+    lines = ["| measurement | ratio before | ratio now | target | status now |", "|---|---|---|---|---|"]
+    for r in rows:
+        if r["target"] is None:
+            continue
+        before = previous.get(r["name"])
+        lines.append(f"| {r['name']} | {_num(before)} | {_num(r['ratio'])} | {_target(r)} | {_status(r)} |")
+    return lines
+
+
 def write_markdown(doc, path: str, chart_name: str = "benchmarks.png") -> None:
+    previous = _previous_ratios(path)
     rows = doc["rows"]
     targeted = [r for r in rows if r["target"] is not None]
     met = sum(1 for r in targeted if r["met"])
@@ -105,9 +137,16 @@ def write_markdown(doc, path: str, chart_name: str = "benchmarks.png") -> None:
             "", f"![ratios vs targets]({chart_name})", "",
             "The chart shows npu speed relative to the reference, so longer bars are better everywhere: for "
             "times that is the inverse of the ratio in the tables.", ""]
+    if previous and not doc["quick"]:
+        out += ["## Change since the previous report", "",
+                "Median ratios of the targeted rows: the report this run replaced, and this run.", ""]
+        out += _change_table(rows, previous) + [""]
     for section in doc["sections"]:
         section_rows = [r for r in rows if r["section"] == section]
         out += [f"## {TITLES[section]}", ""] + _section_table(section_rows) + [""]
+        if section == "small_ops" and doc.get("launch_profile") is not None:
+            import launch_profile
+            out += ["### Where the launch goes", ""] + launch_profile.markdown(doc["launch_profile"])
     missed = [r for r in targeted if r["met"] is False]
     unmeasured = [r for r in rows if r["npu"] is None]
     out += ["## Missed targets: why, and what would fix them", ""]

@@ -123,9 +123,16 @@ def main(argv=None) -> int:
     machine = machine_info()
     start = time.perf_counter()
     rows, timings = run_sections(names, args.quick)
+    launch = None
+    if "small_ops" in names and not args.quick:
+        import launch_profile
+        print("[bench] launch-path profile (callgrind) ...", flush=True)
+        profile_start = time.perf_counter()
+        launch = launch_profile.profile()
+        timings["launch_profile"] = time.perf_counter() - profile_start
     machine["load_average_end"] = os.getloadavg()[0]
     doc = {"quick": args.quick, "sections": names, "machine": machine, "seconds": timings,
-           "total_seconds": time.perf_counter() - start, "rows": rows}
+           "total_seconds": time.perf_counter() - start, "rows": rows, "launch_profile": launch}
 
     for path in (json_path, md_path, png_path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -13,9 +13,9 @@
 namespace at_npu::native {
 namespace {
 
-bool floatingOnDevice(std::initializer_list<at::Tensor> tensors, const at::Tensor& out) {
+bool floatingOnDevice(TensorRefs tensors, const at::Tensor& out) {
   if (!deviceOpsSupport(tensors)) return false;
-  for (const auto& t : tensors) {
+  for (const at::Tensor& t : tensors) {
     if (t.device() != out.device() || t.scalar_type() != out.scalar_type() ||
         !at::isFloatingType(t.scalar_type())) {
       return false;

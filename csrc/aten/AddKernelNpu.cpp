@@ -1,7 +1,10 @@
 // AddKernelNpu.cpp - add and sub (out = self +/- alpha * other) on the aclnnAdd / aclnnSub device ops.
+#include <ATen/ops/add_compositeexplicitautogradnonfunctional_dispatch.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/sub_compositeexplicitautogradnonfunctional_dispatch.h>
 
 #include "csrc/aten/DeviceOpSupport.h"
+#include "csrc/aten/ElementwiseFastPath.h"
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/framework/OpCommand.h"
 
@@ -12,13 +15,37 @@ namespace {
 // raises those errors exactly as the CPU does.
 bool needsGeneric(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                   const at::Tensor& out, bool is_sub) {
-  if (!deviceOpsSupport({self, other, out}) || alpha.isComplex()) return true;
+  if (!deviceOpsSupport(TensorRefs{self, other, out}) || alpha.isComplex()) return true;
   const at::ScalarType common = at::result_type(self, other);
   if (at::isIntegralType(common, /*includeBool=*/true) && alpha.isFloatingPoint()) return true;
   return is_sub && common == at::kBool;
 }
 
 }  // namespace
+
+// The functional and in-place forms: the fast path for same-layout operands and Python numbers,
+// else PyTorch's structured composition (TensorIterator for the output, then add.out above).
+at::Tensor add_tensor(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  at::Tensor out;
+  if (tryBinaryFast(BinaryOp::kAdd, self, other, alpha, &out)) return out;
+  return at::compositeexplicitautogradnonfunctional::add(self, other, alpha);
+}
+
+at::Tensor& add__tensor(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (tryBinaryFastInplace(BinaryOp::kAdd, self, other, alpha)) return self;
+  return at::compositeexplicitautogradnonfunctional::add_(self, other, alpha);
+}
+
+at::Tensor sub_tensor(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  at::Tensor out;
+  if (tryBinaryFast(BinaryOp::kSub, self, other, alpha, &out)) return out;
+  return at::compositeexplicitautogradnonfunctional::sub(self, other, alpha);
+}
+
+at::Tensor& sub__tensor(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (tryBinaryFastInplace(BinaryOp::kSub, self, other, alpha)) return self;
+  return at::compositeexplicitautogradnonfunctional::sub_(self, other, alpha);
+}
 
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                     at::Tensor& out) {

@@ -11,9 +11,9 @@ namespace {
 
 // Bool outputs on the device ops; anything else (e.g. a float out=, complex inputs) is left to
 // the generic executor so PyTorch's own rules apply.
-bool boolDeviceOp(std::initializer_list<at::Tensor> inputs, const at::Tensor& out) {
+bool boolDeviceOp(TensorRefs inputs, const at::Tensor& out) {
   if (out.scalar_type() != at::kBool || !deviceOpsSupport(inputs)) return false;
-  for (const auto& t : inputs) {
+  for (const at::Tensor& t : inputs) {
     if (t.device() != out.device() && !(t.is_cpu() && t.dim() == 0)) return false;
   }
   return true;
@@ -24,7 +24,7 @@ at::Tensor& binaryBoolOut(const at::Tensor& self, const at::Tensor& other, at::T
                           const char* name, Launch launch) {
   c10::DeviceGuard guard(out.device());
   at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));
-  launch(deviceOperand(self, out.device(), name), deviceOperand(other, out.device(), name));
+  launch(*deviceOperand(self, out.device(), name), *deviceOperand(other, out.device(), name));
   return out;
 }
 

@@ -1,6 +1,7 @@
 // CopyKernelNpu.cpp - copy_ between npu and host and across npu devices, with dtype conversion,
-// broadcasting and arbitrary strides. Contiguous same-dtype copies are runtime memcpys; the rest run
-// as host tasks on the stream over zero-copy views.
+// broadcasting and arbitrary strides. Contiguous same-dtype copies are runtime memcpys (on the
+// calling thread when a blocking copy finds its stream idle); the rest run as host tasks on the
+// stream over zero-copy views.
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
 
@@ -58,9 +59,27 @@ void copyBetweenNpus(const at::Tensor& src, const at::Tensor& dst) {
   if (cross_device) streamWaitStream(src_stream, stream);
 }
 
+// A blocking copy between pageable host memory and the device: when the stream has nothing queued,
+// nothing can still be writing the source or reading the destination, so the copy runs right
+// here instead of crossing to the stream's worker and back. The stream is still synchronised
+// after it, so that an earlier task's failure surfaces here as at any synchronising call.
+bool copyNowIfIdle(const NPUStream& stream, void* dst, const void* src, size_t nbytes,
+                   nrtMemcpyKind kind) {
+  if (nrtStreamQuery(stream.handle()) != NRT_SUCCESS) return false;
+  NPU_CHECK(nrtMemcpy(dst, src, nbytes, kind));
+  stream.synchronize();
+  return true;
+}
+
 void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   c10::DeviceGuard guard(dst.device());
   NPUStream stream = c10_npu::getCurrentNPUStream(dst.device().index());
+  // Pageable memory is copied synchronously even with non_blocking (as CUDA does).
+  if (bytewiseCopyable(src, dst) && !c10_npu::isPinnedPtr(src.storage().data()) &&
+      copyNowIfIdle(stream, dst.data_ptr(), src.const_data_ptr(), dst.nbytes(),
+                    NRT_MEMCPY_HOST_TO_DEVICE)) {
+    return;
+  }
   at::Tensor staged = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous().resolve_conj().resolve_neg();
   const bool pinned = c10_npu::isPinnedPtr(staged.storage().data());
   if (non_blocking && !pinned && staged.is_alias_of(src)) {
@@ -85,6 +104,12 @@ void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
 void copyNpuToHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   c10::DeviceGuard guard(src.device());
   NPUStream stream = c10_npu::getCurrentNPUStream(src.device().index());
+  const bool async = non_blocking && c10_npu::isPinnedPtr(dst.storage().data());
+  if (!async && bytewiseCopyable(src, dst) &&
+      copyNowIfIdle(stream, dst.data_ptr(), src.const_data_ptr(), dst.nbytes(),
+                    NRT_MEMCPY_DEVICE_TO_HOST)) {
+    return;
+  }
   if (bytewiseCopyable(src, dst)) {
     NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                              NRT_MEMCPY_DEVICE_TO_HOST, stream.handle()));
@@ -93,7 +118,7 @@ void copyNpuToHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
                             [src = hostView(src), dst = dst.alias()] { dst.copy_(src); });
   }
   // Only pinned destinations may be filled asynchronously (as with CUDA).
-  if (non_blocking && c10_npu::isPinnedPtr(dst.storage().data())) {
+  if (async) {
     c10_npu::recordPinnedOnStream(dst.storage().data(), stream);
   } else {
     stream.synchronize();

@@ -12,36 +12,31 @@
 
 namespace at_npu::native {
 
-bool deviceOpsSupport(std::initializer_list<at::Tensor> tensors) {
-  for (const auto& t : tensors) {
+bool deviceOpsSupport(TensorRefs tensors) {
+  for (const at::Tensor& t : tensors) {
     if (!t.defined()) continue;
-    switch (t.scalar_type()) {
-      case at::kFloat: case at::kHalf: case at::kBFloat16: case at::kDouble: case at::kChar:
-      case at::kByte: case at::kShort: case at::kInt: case at::kLong: case at::kBool:
-        break;
-      default:
-        return false;
-    }
-    if (t.is_conj() || t.is_neg()) return false;
+    if (!deviceOpsSupport(t.scalar_type()) || t.is_conj() || t.is_neg()) return false;
   }
   return true;
 }
 
-bool onDevice(std::initializer_list<at::Tensor> tensors, const at::Device& device,
-              bool floating_only) {
+bool onDevice(TensorRefs tensors, const at::Device& device, bool floating_only) {
   if (!deviceOpsSupport(tensors)) return false;
-  for (const auto& t : tensors) {
+  for (const at::Tensor& t : tensors) {
     if (!t.defined()) continue;
     if (t.device() != device || (floating_only && !at::isFloatingType(t.scalar_type()))) return false;
   }
   return true;
 }
 
-at::Tensor deviceOperand(const at::Tensor& t, const at::Device& device, const char* op) {
-  if (t.device() == device) return t;
+c10::MaybeOwned<at::Tensor> deviceOperand(const at::Tensor& t, const at::Device& device,
+                                          const char* op) {
+  if (t.device() == device) return c10::MaybeOwned<at::Tensor>::borrowed(t);
   TORCH_CHECK(t.is_cpu() && t.dim() == 0, "Expected all tensors to be on the same device, but ",
               "found at least two devices, ", device, " and ", t.device(), "! (", op, ")");
-  return at::empty({}, t.options().device(device)).fill_(t.item());
+  at::Tensor on_device = at::empty({}, t.options().device(device));
+  on_device.fill_(t.item());
+  return c10::MaybeOwned<at::Tensor>::owned(std::move(on_device));
 }
 
 at::ScalarType prepareBinaryOut(const char* op, const at::Tensor& self, const at::Tensor& other,
@@ -64,9 +59,9 @@ void prepareUnaryOut(const char* op, const at::Tensor& self, const at::Tensor& o
   adoptInputFormat(out, self);
 }
 
-void checkOutOverlap(const at::Tensor& out, std::initializer_list<at::Tensor> inputs) {
+void checkOutOverlap(const at::Tensor& out, TensorRefs inputs) {
   at::assert_no_internal_overlap(out);
-  for (const auto& t : inputs) {
+  for (const at::Tensor& t : inputs) {
     if (t.defined()) at::assert_no_overlap(out, t);
   }
 }

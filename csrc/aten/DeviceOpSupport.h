@@ -6,7 +6,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <c10/util/MaybeOwned.h>
 
+#include <functional>
 #include <initializer_list>
 
 #include "csrc/framework/GenericExecutor.h"
@@ -14,13 +16,27 @@
 
 namespace at_npu::native {
 
+// Tensors named by reference: copying an at::Tensor that Python owns costs a GIL round trip (its
+// Python object is kept alive while C++ holds more than one reference), on every launch.
+using TensorRefs = std::initializer_list<std::reference_wrapper<const at::Tensor>>;
+
+// A dtype the elementwise device ops compute on.
+inline bool deviceOpsSupport(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: case at::kHalf: case at::kBFloat16: case at::kDouble: case at::kChar:
+    case at::kByte: case at::kShort: case at::kInt: case at::kLong: case at::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // True when every defined tensor has a dtype the elementwise device ops compute on.
-bool deviceOpsSupport(std::initializer_list<at::Tensor> tensors);
+bool deviceOpsSupport(TensorRefs tensors);
 
 // True when every defined tensor is on `device` with a dtype the device ops take (and a floating
 // one when floating_only): the common precondition of the family adapters.
-bool onDevice(std::initializer_list<at::Tensor> tensors, const at::Device& device,
-              bool floating_only = false);
+bool onDevice(TensorRefs tensors, const at::Device& device, bool floating_only = false);
 // The value of spatial dim i in a stride / padding / dilation / kernel list that may hold one value
 // for all dims, or none (fallback).
 inline int64_t perDim(at::IntArrayRef values, size_t i, int64_t fallback) {
@@ -31,7 +47,8 @@ inline int64_t perDim(at::IntArrayRef values, size_t i, int64_t fallback) {
 inline int64_t aclType(at::ScalarType type) { return static_cast<int64_t>(toAclDataType(type)); }
 // `t` as an operand on `device`: npu tensors as they are; a CPU scalar becomes a 0-d npu tensor.
 // Any other CPU tensor is an error, as on CUDA.
-at::Tensor deviceOperand(const at::Tensor& t, const at::Device& device, const char* op);
+// Borrowed (no copy, see TensorRefs) when t is already on the device.
+c10::MaybeOwned<at::Tensor> deviceOperand(const at::Tensor& t, const at::Device& device, const char* op);
 
 // out= checks of a binary elementwise op (dtype castable, no partial overlap) and resize of out to
 // the broadcast shape; returns the common (computation) dtype.
@@ -63,9 +80,9 @@ at::Tensor& runBinaryDeviceOp(const char* name, const at::Tensor& self, const at
   if (true_division && at::isIntegralType(common, /*includeBool=*/true)) {
     common = c10::typeMetaToScalarType(c10::get_default_dtype());
   }
-  const at::Tensor a = deviceOperand(self, out.device(), name);
-  const at::Tensor b = deviceOperand(other, out.device(), name);
-  computeInCommonDtype(out, common, [&](at::Tensor& dst) { launch(a, b, dst); });
+  const c10::MaybeOwned<at::Tensor> a = deviceOperand(self, out.device(), name);
+  const c10::MaybeOwned<at::Tensor> b = deviceOperand(other, out.device(), name);
+  computeInCommonDtype(out, common, [&](at::Tensor& dst) { launch(*a, *b, dst); });
   return out;
 }
 
@@ -82,7 +99,7 @@ torch::jit::Stack runGeneric(const char* name, const char* overload, const Args&
 
 // out= must not overlap itself or any input (PyTorch's "unsupported operation: ... refer to a
 // single memory location" errors), checked before the launch.
-void checkOutOverlap(const at::Tensor& out, std::initializer_list<at::Tensor> inputs);
+void checkOutOverlap(const at::Tensor& out, TensorRefs inputs);
 
 // The shape of a reduction's result over `dims` (none or empty: all dims), as PyTorch computes it.
 std::vector<int64_t> reducedShape(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim);

@@ -12,10 +12,10 @@
 namespace at_npu::native {
 namespace {
 
-bool indexOnDevice(std::initializer_list<at::Tensor> tensors, const at::Tensor& index,
+bool indexOnDevice(TensorRefs tensors, const at::Tensor& index,
                    const at::Device& device) {
   if (!deviceOpsSupport(tensors) || !deviceOpsSupport({index})) return false;
-  for (const auto& t : tensors) {
+  for (const at::Tensor& t : tensors) {
     if (t.defined() && t.device() != device) return false;
   }
   return index.device() == device &&

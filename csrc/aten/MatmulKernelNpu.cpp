@@ -18,10 +18,10 @@ bool isMatmulFloat(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat
 
 // One dtype throughout, or (as NPU cube units take them) float16 / bfloat16 operands mixed with float32
 // ones: those accumulate in float32 and round once into the output's dtype.
-bool matmulOnDevice(std::initializer_list<at::Tensor> tensors, const at::Tensor& out) {
+bool matmulOnDevice(TensorRefs tensors, const at::Tensor& out) {
   if (!deviceOpsSupport(tensors)) return false;
   bool same = true, floats = isMatmulFloat(out.scalar_type());
-  for (const auto& t : tensors) {
+  for (const at::Tensor& t : tensors) {
     if (t.device() != out.device()) return false;
     same = same && t.scalar_type() == out.scalar_type();
     floats = floats && isMatmulFloat(t.scalar_type());

@@ -12,8 +12,8 @@ namespace at_npu::native {
 namespace {
 // Statistics are kept in float when the parameters are float and the input is not (mixed
 // precision), otherwise in the input's type: what the CPU kernels produce.
-at::ScalarType statsType(const at::Tensor& input, std::initializer_list<at::Tensor> params) {
-  for (const auto& p : params) {
+at::ScalarType statsType(const at::Tensor& input, TensorRefs params) {
+  for (const at::Tensor& p : params) {
     if (p.defined() && p.scalar_type() != input.scalar_type()) return at::kFloat;
   }
   return input.scalar_type();
@@ -107,7 +107,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
   at::Tensor out = at::empty(input.sizes(), input.options());
   const auto stats = input.options().dtype(statsType(input, {w, b}));
   at::Tensor mean = at::empty(stat_shape, stats), rstd = at::empty(stat_shape, stats);
-  EXEC_NPU_CMD(aclnnLayerNorm, input, normalized_shape, w, b, eps, out, mean, rstd);
+  // The device op reads contiguous rows, as PyTorch's CPU kernel does after .contiguous().
+  const c10::MaybeOwned<at::Tensor> x = input.expect_contiguous();
+  const c10::MaybeOwned<at::Tensor> wc = w.defined() ? w.expect_contiguous()
+                                                      : c10::MaybeOwned<at::Tensor>::borrowed(w);
+  const c10::MaybeOwned<at::Tensor> bc = b.defined() ? b.expect_contiguous()
+                                                      : c10::MaybeOwned<at::Tensor>::borrowed(b);
+  EXEC_NPU_CMD(aclnnLayerNorm, *x, normalized_shape, *wc, *bc, eps, out, mean, rstd);
   return {out, mean, rstd};
 }
 

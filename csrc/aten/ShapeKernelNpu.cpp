@@ -62,8 +62,8 @@ at::Tensor& where_self_out(const at::Tensor& condition, const at::Tensor& self,
   const auto shape = at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
   c10::DeviceGuard guard(device);
   at::native::resize_output(out, shape);
-  EXEC_NPU_CMD(aclnnSWhere, condition, deviceOperand(self, device, "aten::where"),
-               deviceOperand(other, device, "aten::where"), out);
+  EXEC_NPU_CMD(aclnnSWhere, condition, *deviceOperand(self, device, "aten::where"),
+               *deviceOperand(other, device, "aten::where"), out);
   return out;
 }
 

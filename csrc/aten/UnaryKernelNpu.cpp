@@ -2,6 +2,7 @@
 #include <ATen/ops/empty_like.h>
 
 #include "csrc/aten/DeviceOpSupport.h"
+#include "csrc/aten/ElementwiseFastPath.h"
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/framework/FormatCast.h"
 #include "csrc/framework/OpCommand.h"
@@ -43,9 +44,18 @@ NPU_UNARY_OUT(tanh, aclnnTanh, true)
 #undef NPU_UNARY_OUT
 
 at::Tensor relu(const at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  const bool supported = deviceOpsSupport({self}) && self.scalar_type() != at::kBool;
+  if (supported && self.is_non_overlapping_and_dense()) {
+    MaybeDeviceGuard guard(self);
+    at::Tensor out = emptyLikeDense(self, self.scalar_type());  // empty_like, without dispatch
+    adoptInputFormat(out, self);
+    EXEC_NPU_CMD(aclnnRelu, self, out);
+    return out;
+  }
   at::Tensor out = at::empty_like(self);
   adoptInputFormat(out, self);
-  if (!deviceOpsSupport({self}) || self.scalar_type() == at::kBool) {
+  if (!supported) {
     runGeneric("aten::clamp_min", "out", self, at::Scalar(0), out);
     return out;
   }
@@ -55,11 +65,12 @@ at::Tensor relu(const at::Tensor& self) {
 }
 
 at::Tensor& relu_(at::Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   if (!deviceOpsSupport({self}) || self.scalar_type() == at::kBool) {
     runGeneric("aten::clamp_min", "out", self, at::Scalar(0), self);
     return self;
   }
-  c10::DeviceGuard guard(self.device());
+  MaybeDeviceGuard guard(self);
   EXEC_NPU_CMD(aclnnRelu, self, self);
   return self;
 }

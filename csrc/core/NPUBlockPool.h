@@ -1,23 +1,32 @@
 // NPUBlockPool.h - the blocks and pools of the caching allocator (a block is a slice of a segment
-// obtained from the runtime; free blocks are kept per stream, ordered by size for best fit).
+// obtained from the runtime; free blocks are kept per stream, ordered by size for best fit), and
+// request rounding.
 #pragma once
 
+#include <c10/core/Allocator.h>
 #include <npu/runtime.h>
 
 #include <cstddef>
+#include <memory>
 #include <set>
 #include <unordered_set>
+
+#include "csrc/core/NPUAllocatorConfig.h"
 
 namespace c10_npu::NPUCachingAllocator {
 
 constexpr size_t kMinBlockSize = 512;        // every size is rounded up to this
 constexpr size_t kSmallSize = 1048576;       // requests up to 1 MiB use the small pool
 constexpr size_t kSmallBuffer = 2097152;     // small-pool segments are 2 MiB
-constexpr size_t kLargeBuffer = 20971520;    // mid-size requests get 20 MiB segments
 constexpr size_t kMinLargeAlloc = 10485760;  // from 10 MiB a segment fits the request
 constexpr size_t kRoundLarge = 2097152;      // large segments are rounded to 2 MiB
+// Expandable segments grow by mapping pages in these steps. Host-backed device memory maps
+// cheaply, so the steps are small: the reserve follows the working set closely.
+constexpr size_t kExpandableSmallStep = 262144;
+constexpr size_t kExpandableLargeStep = 2097152;
 
 struct BlockPool;
+struct Segment;
 
 struct Block {
   int device;
@@ -27,10 +36,14 @@ struct Block {
   void* ptr;
   BlockPool* pool;
   bool allocated = false;
+  bool mapped = true;  // false only for the unmapped parts of an expandable segment
   Block* prev = nullptr;  // neighbours within the same segment
   Block* next = nullptr;
+  Segment* segment = nullptr;  // the runtime memory it is a slice of
   std::unordered_set<nrtStream_t> stream_uses;  // other streams that used it (record_stream)
   int pending_events = 0;
+  size_t gc_count = 0;  // allocation attempts since it was freed (garbage_collection_threshold)
+  std::shared_ptr<c10::GatheredContext> context;  // where it was allocated (memory history)
 
   Block(int device, nrtStream_t stream, size_t size, BlockPool* pool, void* ptr)
       : device(device), stream(stream), size(size), ptr(ptr), pool(pool) {}
@@ -47,17 +60,31 @@ struct BlockComparator {
 
 struct BlockPool {
   explicit BlockPool(bool small) : is_small(small) {}
-  std::set<Block*, BlockComparator> blocks;
+  std::set<Block*, BlockComparator> blocks;    // free, mapped
+  std::set<Block*, BlockComparator> unmapped;  // free address space of expandable segments
   const bool is_small;
 };
 
-inline size_t roundSize(size_t size) {
-  return size < kMinBlockSize ? kMinBlockSize : kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+// A request's size as the allocator hands it out: 512-byte multiples, or with
+// roundup_power2_divisions:N the next of N steps between two powers of two (fewer distinct sizes
+// for varying shapes, so cached blocks are reused more).
+inline size_t roundSize(const AllocatorSettings& settings, size_t size) {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  const size_t divisions = roundupPower2Divisions(settings, size);
+  if (divisions > 1 && size > kMinBlockSize * divisions) {
+    size_t floor = size_t{1} << (63 - __builtin_clzll(size));  // the power of two at or below
+    const size_t step = floor / divisions;
+    if (step == 0) return floor << 1;
+    const size_t rounded = size & ~(step - 1);
+    return rounded == size ? size : rounded + step;
+  }
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
 }
 
-inline size_t segmentSize(size_t size) {
+// The segment a request of `size` gets when no cached block fits (without expandable segments).
+inline size_t segmentSize(const AllocatorSettings& settings, size_t size) {
   if (size <= kSmallSize) return kSmallBuffer;
-  if (size < kMinLargeAlloc) return kLargeBuffer;
+  if (size < kMinLargeAlloc) return settings.large_segment_size;
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 

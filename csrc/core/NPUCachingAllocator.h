@@ -5,6 +5,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <string>
+#include <vector>
 
 #include "csrc/core/NPUStream.h"
 
@@ -21,5 +22,15 @@ void resetPeakStats(c10::DeviceIndex device);
 void resetAccumulatedStats(c10::DeviceIndex device);
 // A short table of the device's current / peak usage (part of the out-of-memory message).
 std::string memorySummary(c10::DeviceIndex device);
+
+// Memory history of every device: `context_fn` gathers the stack of an allocation (called with no
+// allocator lock held); `when` says which events keep one; `max_entries` bounds the event ring.
+void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_fn,
+                   size_t max_entries, c10::CachingDeviceAllocator::RecordContext when, bool clear);
+struct SnapshotInfo {
+  std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;  // of every device
+  std::vector<std::vector<c10::CachingDeviceAllocator::TraceEntry>> device_traces;  // oldest first
+};
+SnapshotInfo snapshot();
 
 }  // namespace c10_npu::NPUCachingAllocator

@@ -24,21 +24,37 @@ void check_device_index(c10::DeviceIndex device) {
               " (NPU_SIM_DEVICES=", env ? env : "unset, default 8", ")");
 }
 
+namespace {
+// The runtime's current device of this thread, mirrored here: every op launch and allocation asks
+// for it. -1 until this thread first asks or sets it.
+thread_local c10::DeviceIndex t_current_device = -1;
+}  // namespace
+
 c10::DeviceIndex current_device() {
+  if (C10_LIKELY(t_current_device >= 0)) return t_current_device;
   int32_t device = 0;
   NPU_CHECK(nrtGetDevice(&device));
-  return static_cast<c10::DeviceIndex>(device);
+  t_current_device = static_cast<c10::DeviceIndex>(device);
+  return t_current_device;
 }
 
 void set_device(c10::DeviceIndex device) {
   check_device_index(device);
   NPU_CHECK(nrtSetDevice(device));
+  t_current_device = device;
+}
+
+void set_device_unchecked(c10::DeviceIndex device) noexcept {
+  t_current_device = nrtSetDevice(device) == NRT_SUCCESS ? device : c10::DeviceIndex{-1};
 }
 
 void device_synchronize(c10::DeviceIndex device) {
   check_device_index(device);
-  int32_t prev = 0;
-  NPU_CHECK(nrtGetDevice(&prev));
+  const c10::DeviceIndex prev = current_device();
+  if (prev == device) {
+    NPU_CHECK(nrtDeviceSynchronize());
+    return;
+  }
   NPU_CHECK(nrtSetDevice(device));
   nrtError_t err = nrtDeviceSynchronize();
   nrtSetDevice(prev);

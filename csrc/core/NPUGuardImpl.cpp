@@ -25,7 +25,9 @@ void NPUGuardImpl::setDevice(c10::Device d) const {
   set_device(d.index());
 }
 
-void NPUGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept { nrtSetDevice(d.index()); }
+void NPUGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept {
+  set_device_unchecked(d.index());
+}
 
 c10::Stream NPUGuardImpl::getStream(c10::Device d) const {
   return getCurrentNPUStream(d.index()).unwrap();

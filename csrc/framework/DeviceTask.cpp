@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
 
 #include <npu/activity.h>
 
@@ -14,12 +16,20 @@ namespace {
 
 std::atomic<LaunchSiteProvider> site_provider{nullptr};
 thread_local int64_t t_collective_bytes = -1;  // >= 0 inside a CollectiveActivityScope
-thread_local std::string graph_context;
+thread_local const std::string* t_graph_context = nullptr;
+
+// Names and graph contexts given as text live for the process, so tasks keep pointers, not copies.
+const std::string* intern(std::string text) {
+  static std::mutex mutex;
+  static auto* names = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  return &*names->insert(std::move(text)).first;
+}
 
 struct Task {
-  std::string what;
-  std::string context;
-  std::string site;
+  const char* what;
+  const std::string* context;  // the compiled graph queuing it, or nullptr
+  const LaunchSite* site;
   std::function<void()> fn;
 
   // Runs the function; returns the attributed error message, or "" on success.
@@ -33,9 +43,9 @@ struct Task {
     } catch (const std::exception& e) {
       error = e.what();
     }
-    std::string msg = what + " failed: " + error;
-    if (!context.empty()) msg += "\n  in " + context;
-    if (!site.empty()) msg += "\n  launched from " + site;
+    std::string msg = std::string(what) + " failed: " + error;
+    if (context != nullptr) msg += "\n  in " + *context;
+    if (site != nullptr) msg += "\n  launched from " + site->location;
     return msg;
   }
 };
@@ -58,18 +68,23 @@ CollectiveActivityScope::~CollectiveActivityScope() { t_collective_bytes = previ
 
 void setLaunchSiteProvider(LaunchSiteProvider provider) { site_provider.store(provider); }
 
-void setGraphContext(std::string context) { graph_context = std::move(context); }
-
-const std::string& graphContext() { return graph_context; }
-
-std::string currentLaunchSite() {
-  LaunchSiteProvider provider = site_provider.load();
-  return provider ? provider() : std::string();
+void setGraphContext(std::string context) {
+  t_graph_context = context.empty() ? nullptr : intern(std::move(context));
 }
 
-void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::function<void()> fn) {
+const std::string& graphContext() {
+  static const std::string none;
+  return t_graph_context ? *t_graph_context : none;
+}
+
+const LaunchSite* currentLaunchSite() {
+  LaunchSiteProvider provider = site_provider.load(std::memory_order_acquire);
+  return provider ? provider() : nullptr;
+}
+
+void launchDeviceTask(const c10_npu::NPUStream& stream, const char* what, std::function<void()> fn) {
   const ExecutionPolicy& policy = executionPolicy();
-  auto task = std::make_unique<Task>(Task{std::move(what), graph_context, currentLaunchSite(), std::move(fn)});
+  auto task = std::make_unique<Task>(Task{what, t_graph_context, currentLaunchSite(), std::move(fn)});
   if (!policy.task_queue) {
     // Synchronous launch: earlier work first, then this task on the calling thread.
     stream.synchronize();
@@ -79,12 +94,16 @@ void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::f
   }
   if (nrtActivityIsEnabled()) {
     const bool collective = t_collective_bytes >= 0;
-    nrtActivityLabelNextTask(collective ? NRT_ACTIVITY_COLLECTIVE : NRT_ACTIVITY_HOST_TASK, task->what.c_str(),
+    nrtActivityLabelNextTask(collective ? NRT_ACTIVITY_COLLECTIVE : NRT_ACTIVITY_HOST_TASK, task->what,
                              collective ? static_cast<uint64_t>(t_collective_bytes) : 0);
   }
   NPU_CHECK(nrtLaunchHostFunc(stream.handle(), &runQueuedTask, task.get()));
   task.release();  // owned by the stream until it runs
   if (policy.launch_blocking) stream.synchronize();
+}
+
+void launchDeviceTask(const c10_npu::NPUStream& stream, const std::string& what, std::function<void()> fn) {
+  launchDeviceTask(stream, intern(what)->c_str(), std::move(fn));
 }
 
 }  // namespace at_npu::native

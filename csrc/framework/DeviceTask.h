@@ -11,10 +11,13 @@
 
 namespace at_npu::native {
 
-// Runs fn in stream order. If fn throws, the error, prefixed with `what` and suffixed with the launch
-// site, is raised by the next synchronising call (or right away under TASK_QUEUE_ENABLE=0 /
+// Runs fn in stream order. If fn throws, the error, prefixed with `what` (which must outlive the
+// task: a literal or an op name that lives for the process) and suffixed with the launch site, is
+// raised by the next synchronising call (or right away under TASK_QUEUE_ENABLE=0 /
 // ASCEND_LAUNCH_BLOCKING=1).
-void launchDeviceTask(const c10_npu::NPUStream& stream, std::string what, std::function<void()> fn);
+void launchDeviceTask(const c10_npu::NPUStream& stream, const char* what, std::function<void()> fn);
+// The same for a name built at run time (it is interned: keep the set of distinct names small).
+void launchDeviceTask(const c10_npu::NPUStream& stream, const std::string& what, std::function<void()> fn);
 
 // While alive, device tasks this thread launches are recorded by profilers as a collective (or
 // point-to-point transfer) moving `bytes` (kernel_details' HCCL rows, communication.json).
@@ -34,9 +37,15 @@ class CollectiveActivityScope {
 void setGraphContext(std::string context);
 const std::string& graphContext();
 
-// Where the current op was launched from ("file.py:12"); installed by the Python bindings.
-using LaunchSiteProvider = std::string (*)();
+// Where an op was launched from. Interned: one object per distinct line, alive for the process,
+// so launches keep a pointer instead of formatting or copying text.
+struct LaunchSite {
+  std::string location;  // "train.py:42"
+  std::string op_tag;    // "(launched from train.py:42)": the device ops' launch tag
+};
+// Installed by the Python bindings; returns nullptr when no Python line launched the op.
+using LaunchSiteProvider = const LaunchSite* (*)();
 void setLaunchSiteProvider(LaunchSiteProvider provider);
-std::string currentLaunchSite();
+const LaunchSite* currentLaunchSite();
 
 }  // namespace at_npu::native

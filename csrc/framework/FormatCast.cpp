@@ -38,7 +38,8 @@ aclTensor* privateDescriptor(const c10::Storage& storage, const NPUStorageDesc& 
 
 void launchTransData(aclTensor* src, aclTensor* dst, c10::Device device) {
   c10::DeviceGuard guard(device);
-  runDeviceOp("aclnnTransData", nullptr, src, dst);
+  static const aclnnOpEntry& op = findDeviceOp("aclnnTransData");
+  runDeviceOp(op, "aclnnTransData", nullptr, src, dst);
 }
 
 // The base tensor of a private storage as a plain tensor over `plain` (contiguous at its start).

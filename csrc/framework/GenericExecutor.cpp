@@ -374,7 +374,7 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   countOp(*plan.counters, OpPath::kGeneric);
   launchDeviceTask(
-      c10_npu::getCurrentNPUStream(device.index()), plan.name,
+      c10_npu::getCurrentNPUStream(device.index()), plan.name.c_str(),
       [functional = op, out_op, host = std::move(host), fresh_views = std::move(fresh_views),
        fresh = std::move(fresh), any_fresh, written = std::move(written), nargs,
        upcast]() mutable {

@@ -33,12 +33,15 @@ void throwDeviceOpError(const char* name, const char* phase, aclnnStatus status)
 }
 
 void tagDeviceOpLaunch() {
-  const std::string site = currentLaunchSite();
+  const LaunchSite* site = currentLaunchSite();
   const std::string& context = graphContext();
-  std::string tag;
-  if (!context.empty()) tag = "in " + context + (site.empty() ? "" : ", ");
-  if (!site.empty()) tag += "launched from " + site;
-  aclnnSetLaunchTag(tag.empty() ? nullptr : ("(" + tag + ")").c_str());
+  if (context.empty()) {  // the common case: a tag that lives for the process, nothing formatted
+    aclnnSetLaunchTagStatic(site ? site->op_tag.c_str() : nullptr);
+    return;
+  }
+  std::string tag = "(in " + context;
+  if (site != nullptr) tag += ", launched from " + site->location;
+  aclnnSetLaunchTag((tag + ")").c_str());
 }
 
 void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecutor* executor) {
@@ -62,6 +65,8 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
     last_name = op.name;
   }
   countOp(*last_counters, OpPath::kDeviceOp);
+  // Hook point for launch-side activity records (op name, stream, launch site): here every named
+  // device op has been queued exactly once.
   const ExecutionPolicy& policy = executionPolicy();
   if (!policy.task_queue || policy.launch_blocking) stream.synchronize();
 }
@@ -72,10 +77,10 @@ namespace at_npu::native {
 
 void OpCommand::RunOpApi(const std::string& name, const PROC_FUNC& func, bool sync) {
   TORCH_CHECK_VALUE(static_cast<bool>(func), "OpCommand::RunOpApi(\"", name, "\"): the function is empty");
-  const std::string site = currentLaunchSite();
-  const std::string tag = site.empty() ? std::string() : "(launched from " + site + ")";
-  nrtSetKernelLaunchTag(tag.c_str());
-  aclnnSetLaunchTag(tag.c_str());
+  const LaunchSite* site = currentLaunchSite();
+  const char* tag = site ? site->op_tag.c_str() : "";
+  nrtSetKernelLaunchTag(tag);
+  aclnnSetLaunchTag(tag);
   int status = 0;
   try {
     status = func();

@@ -26,8 +26,7 @@ void tagDeviceOpLaunch();
 // The launch itself. `staging` is set when private formats are in play (FormatStaging.h): it
 // learns which of its descriptors the op writes before they are destroyed.
 template <typename... Args>
-void runDeviceOp(const char* name, FormatStaging* staging, const Args&... args) {
-  const aclnnOpEntry& op = findDeviceOp(name);
+void runDeviceOp(const aclnnOpEntry& op, const char* name, FormatStaging* staging, const Args&... args) {
   auto converted = std::make_tuple(ConvertType(args)...);
   using GetWorkspaceSize = aclnnStatus (*)(decltype(ConvertType(args))..., uint64_t*, aclOpExecutor**);
   uint64_t workspace_size = 0;
@@ -47,17 +46,22 @@ void runDeviceOp(const char* name, FormatStaging* staging, const Args&... args) 
 }
 
 template <typename... Args>
-void execNpuCmd(const char* name, const Args&... args) {
+void execNpuCmdWith(const aclnnOpEntry& op, const char* name, const Args&... args) {
   if (C10_UNLIKELY(formatStagingNeeded(name, args...))) {
     // Operands in private formats: native ones pass as they are, the rest through TransData.
     FormatStaging staging(name);
     (staging.add(args), ...);
     staging.begin();
-    runDeviceOp(name, &staging, args...);
+    runDeviceOp(op, name, &staging, args...);
     staging.end();
     return;
   }
-  runDeviceOp(name, nullptr, args...);
+  runDeviceOp(op, name, nullptr, args...);
+}
+
+template <typename... Args>
+void execNpuCmd(const char* name, const Args&... args) {
+  execNpuCmdWith(findDeviceOp(name), name, args...);
 }
 
 // The builder form of the same launch, for adapters that read better spelled out:
@@ -114,4 +118,11 @@ class OpCommand {
 
 }  // namespace at_npu::native
 
-#define EXEC_NPU_CMD(aclnn_api, ...) ::at_npu::native::execNpuCmd(#aclnn_api, __VA_ARGS__)
+// The registry entry is looked up once per call site (entries never change once handed out).
+#define EXEC_NPU_CMD(aclnn_api, ...)                                                       \
+  ::at_npu::native::execNpuCmdWith(                                                        \
+      []() -> const aclnnOpEntry& {                                                        \
+        static const aclnnOpEntry& entry = ::at_npu::native::findDeviceOp(#aclnn_api);     \
+        return entry;                                                                      \
+      }(),                                                                                 \
+      #aclnn_api, __VA_ARGS__)

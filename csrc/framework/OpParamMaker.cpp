@@ -65,6 +65,15 @@ aclIntArray* ConvertType(at::OptionalIntArrayRef values) {
   return values.has_value() ? ConvertType(*values) : nullptr;
 }
 
+aclScalarList* ConvertType(at::ArrayRef<at::Scalar> scalars) {
+  std::vector<aclScalar*> converted;
+  converted.reserve(scalars.size());
+  for (const at::Scalar& s : scalars) converted.push_back(ConvertType(s));
+  aclScalarList* list = aclCreateScalarList(converted.data(), converted.size());
+  for (aclScalar* s : converted) Release(s);  // the list keeps copies
+  return list;
+}
+
 namespace {
 // The list owns its entries once created; on failure they are destroyed here.
 aclTensorList* makeTensorList(std::vector<const aclTensor*>& tensors) {

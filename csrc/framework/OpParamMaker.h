@@ -26,6 +26,7 @@ aclIntArray* ConvertType(at::IntArrayRef values);
 aclIntArray* ConvertType(at::OptionalIntArrayRef values);  // none -> nullptr ("all dims")
 aclTensorList* ConvertType(at::TensorList tensors);
 aclTensorList* ConvertType(const c10::List<std::optional<at::Tensor>>& tensors);  // None -> NULL entry
+aclScalarList* ConvertType(at::ArrayRef<at::Scalar> scalars);
 template <typename T>
   requires std::is_arithmetic_v<T>
 T ConvertType(T value) {
@@ -36,6 +37,7 @@ inline void Release(aclTensor* p) { if (p) aclDestroyTensor(p); }
 inline void Release(aclScalar* p) { if (p) aclDestroyScalar(p); }
 inline void Release(aclIntArray* p) { if (p) aclDestroyIntArray(p); }
 inline void Release(aclTensorList* p) { if (p) aclDestroyTensorList(p); }
+inline void Release(aclScalarList* p) { if (p) aclDestroyScalarList(p); }
 template <typename T>
   requires std::is_arithmetic_v<T>
 void Release(T) {}

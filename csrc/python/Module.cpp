@@ -17,6 +17,7 @@
 #include "csrc/python/GraphBindings.h"
 #include "csrc/python/LaunchSite.h"
 #include "csrc/python/ProfilerBindings.h"
+#include "csrc/python/MemorySnapshot.h"
 
 namespace py = pybind11;
 
@@ -26,6 +27,7 @@ PYBIND11_MODULE(_C, m) {
   torch_npu::python::initDistributedBindings(m);
   torch_npu::python::initProfilerBindings(m);
   torch_npu::python::initAccuracyBindings(m);
+  torch_npu::python::initMemoryBindings(m);
   torch_npu::python::initFormatBindings(m);
   torch_npu::python::initGraphBindings(m);
   m.def("_op_stats", [] {

@@ -1,9 +1,8 @@
-// NormOps.cpp - batch_norm and layer_norm, forward and backward. Optional tensors may be NULL; a
-// NULL gradient output means that gradient is not wanted.
+// NormOps.cpp - batch_norm forward and backward, layer_norm backward. Optional tensors may be NULL;
+// a NULL gradient output means that gradient is not wanted.
 #include <ATen/ops/native_batch_norm_backward_cpu_dispatch.h>
 #include <ATen/ops/native_batch_norm_cpu_dispatch.h>
 #include <ATen/ops/native_layer_norm_backward_cpu_dispatch.h>
-#include <ATen/ops/native_layer_norm_cpu_dispatch.h>
 
 #include "AtenOpSupport.h"
 
@@ -88,24 +87,7 @@ extern "C" NOP_API aclnnStatus aclnnBatchNormBackwardGetWorkspaceSize(
 NPU_ATEN_OP(BatchNormBackward);
 
 // out, mean, rstd = layer_norm(input over its last len(normalizedShape) dims).
-extern "C" NOP_API aclnnStatus aclnnLayerNormGetWorkspaceSize(
-    const aclTensor* input, const aclIntArray* normalizedShape, const aclTensor* weight,
-    const aclTensor* bias, double eps, aclTensor* out, aclTensor* mean, aclTensor* rstd,
-    uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return prepareOp("aclnnLayerNorm", workspaceSize, executor, [&] {
-    at::Tensor x = requiredTensor(input, "input"), w = hostTensor(weight), b = hostTensor(bias);
-    at::Tensor o = requiredTensor(out, "out"), m = requiredTensor(mean, "mean");
-    at::Tensor r = requiredTensor(rstd, "rstd");
-    auto shape = intArray(normalizedShape);
-    return Prepared{{x, w, b}, [=]() mutable {
-                      auto [ro, rm, rr] = at::cpu::native_layer_norm(x, shape, opt(w), opt(b), eps);
-                      o.copy_(ro);
-                      m.copy_(rm);
-                      r.copy_(rr);
-                    }, {o, m, r}};
-  });
-}
-NPU_ATEN_OP(LayerNorm);
+// aclnnLayerNorm (forward) is a kernel of opslib's own (opslib/src/LayerNorm.cpp).
 
 extern "C" NOP_API aclnnStatus aclnnLayerNormBackwardGetWorkspaceSize(
     const aclTensor* gradOut, const aclTensor* input, const aclIntArray* normalizedShape,

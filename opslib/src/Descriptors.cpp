@@ -132,8 +132,8 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
     auto tensor = std::make_unique<aclTensor>();
     tensor->ndim = viewDimsNum;
     tensor->storage_ndim = storageDims != nullptr ? storageDimsNum : 0;
-    tensor->dims.resize(2 * tensor->ndim + tensor->storage_ndim);
-    int64_t* sizes = tensor->dims.data();
+    tensor->ResizeDims(2 * tensor->ndim + tensor->storage_ndim);
+    int64_t* sizes = tensor->dims();
     int64_t* strides = sizes + tensor->ndim;
     std::copy(viewDims, viewDims + viewDimsNum, sizes);
     if (stride != nullptr) {
@@ -234,6 +234,30 @@ aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size) {
 }
 
 aclnnStatus aclDestroyIntArray(const aclIntArray* array) {
+  delete array;
+  return ACLNN_SUCCESS;
+}
+
+aclScalarList* aclCreateScalarList(const aclScalar* const* value, uint64_t size) {
+  return CreateOrNull("aclCreateScalarList", [&]() -> aclScalarList* {
+    if (value == nullptr && size != 0) {
+      Fail(ACLNN_ERR_PARAM_NULLPTR, StrCat("aclCreateScalarList: value is NULL but size is ", size));
+      return nullptr;
+    }
+    auto list = std::make_unique<aclScalarList>();
+    list->scalars.reserve(size);
+    for (uint64_t i = 0; i < size; ++i) {
+      if (value[i] == nullptr) {
+        Fail(ACLNN_ERR_PARAM_NULLPTR, StrCat("aclCreateScalarList: scalar ", i, " is NULL"));
+        return nullptr;
+      }
+      list->scalars.push_back(*value[i]);
+    }
+    return list.release();
+  });
+}
+
+aclnnStatus aclDestroyScalarList(const aclScalarList* array) {
   delete array;
   return ACLNN_SUCCESS;
 }

@@ -8,13 +8,28 @@
 #include <span>
 #include <vector>
 
+#include "ObjectPool.h"
 #include "npu/opslib.h"
 
 // A strided view: element (i0..in) is ((T*)data)[offset + sum(i_k * strides[k])], in elements.
-struct aclTensor {
-  // Sizes, strides and storage dims in one array: adapters create and destroy descriptors for
-  // every op, so each one is a single allocation besides the descriptor itself.
-  std::vector<int64_t> dims;
+// Adapters create and destroy descriptors for every op, so they are pooled and keep their dims
+// inline (up to 8 dims with storage dims): a warm launch allocates nothing for them.
+struct aclTensor : npu::opslib::Pooled {
+  aclTensor() = default;
+  aclTensor(const aclTensor&) = delete;  // dims() may point into the object itself
+  aclTensor& operator=(const aclTensor&) = delete;
+
+  // Room for sizes, strides and storage dims; dims() points here or into heap_dims.
+  void ResizeDims(size_t count) {
+    if (count <= kInlineDims) {
+      dims_ = inline_dims_;
+    } else {
+      heap_dims_.resize(count);
+      dims_ = heap_dims_.data();
+    }
+  }
+  int64_t* dims() { return dims_; }
+
   size_t ndim = 0;
   size_t storage_ndim = 0;
   int64_t offset = 0;
@@ -24,15 +39,21 @@ struct aclTensor {
   // Set by the op that binds this descriptor as one it writes (aclIsOutputTensor).
   mutable bool written = false;
 
-  std::span<const int64_t> sizes() const { return {dims.data(), ndim}; }
-  std::span<const int64_t> strides() const { return {dims.data() + ndim, ndim}; }
+  std::span<const int64_t> sizes() const { return {dims_, ndim}; }
+  std::span<const int64_t> strides() const { return {dims_ + ndim, ndim}; }
   // May be empty: the storage extent is then unknown.
-  std::span<const int64_t> storage_dims() const { return {dims.data() + 2 * ndim, storage_ndim}; }
+  std::span<const int64_t> storage_dims() const { return {dims_ + 2 * ndim, storage_ndim}; }
   int64_t numel() const;
+
+ private:
+  static constexpr size_t kInlineDims = 24;
+  int64_t inline_dims_[kInlineDims];
+  int64_t* dims_ = inline_dims_;
+  std::vector<int64_t> heap_dims_;
 };
 
 // One value of `dtype`, kept in its own representation (bool as 0 / 1).
-struct aclScalar {
+struct aclScalar : npu::opslib::Pooled {
   aclDataType dtype = ACL_DT_UNDEFINED;
   union {
     double f64;
@@ -48,6 +69,11 @@ struct aclScalar {
 
 struct aclIntArray {
   std::vector<int64_t> values;
+};
+
+// Copies of the scalars it was created from (one per tensor of a foreach op).
+struct aclScalarList {
+  std::vector<aclScalar> scalars;
 };
 
 // Owns its tensors; NULL entries stand for absent optional tensors.

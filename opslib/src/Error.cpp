@@ -19,6 +19,7 @@ namespace {
 thread_local std::string t_recent_message;
 thread_local aclnnStatus t_recent_status = ACLNN_SUCCESS;
 thread_local std::string t_launch_tag;
+thread_local const char* t_static_tag = nullptr;
 
 bool WarningsEnabled() {
   const char* level = std::getenv("ASCEND_GLOBAL_LOG_LEVEL");
@@ -64,6 +65,8 @@ aclnnStatus RecentStatus() { return t_recent_status; }
 
 const std::string& LaunchTag() { return t_launch_tag; }
 
+const char* StaticLaunchTag() { return t_static_tag; }
+
 void LogWarning(const char* file, int line, const std::string& message) {
   if (!WarningsEnabled()) return;
   const std::string text = StrCat("[WARNING] NPU_OPSLIB(", getpid(), ") ", Timestamp(), " ",
@@ -87,7 +90,13 @@ aclnnStatus aclnnSetRecentErrMsg(aclnnStatus status, const char* message) {
   }
 }
 
+void aclnnSetLaunchTagStatic(const char* tag) {
+  npu::opslib::t_static_tag = (tag != nullptr && *tag != '\0') ? tag : nullptr;
+  if (!npu::opslib::t_launch_tag.empty()) npu::opslib::t_launch_tag.clear();
+}
+
 void aclnnSetLaunchTag(const char* tag) {
+  npu::opslib::t_static_tag = nullptr;
   try {
     if (tag == nullptr) {
       npu::opslib::t_launch_tag.clear();

@@ -33,6 +33,8 @@ aclnnStatus RecentStatus();
 
 // The calling thread's launch tag ("" if none), appended to errors of ops launched from it.
 const std::string& LaunchTag();
+// The tag set with aclnnSetLaunchTagStatic (it lives for the process), or nullptr.
+const char* StaticLaunchTag();
 
 // One line on stderr in the runtime's log format, tagged NPU_OPSLIB:
 //   [WARNING] NPU_OPSLIB(<pid>) <date time.ms> <file>:<line> <message>

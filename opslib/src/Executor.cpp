@@ -3,9 +3,7 @@
 #include "Executor.h"
 
 #include <memory>
-#include <mutex>
 #include <stdexcept>
-#include <unordered_set>
 #include <utility>
 
 #include "Error.h"
@@ -13,27 +11,6 @@
 
 namespace npu::opslib {
 namespace {
-
-// Executors that may still be launched or destroyed. A second launch (or a launch after destroy)
-// is then an error instead of a use-after-free, as long as the address has not been reused.
-// Inserted and erased on the calling thread (GetWorkspaceSize, launch), never by a worker.
-struct LiveExecutors {
-  std::mutex mu;
-  std::unordered_set<const aclOpExecutor*> set;
-  LiveExecutors() { set.reserve(1024); }
-};
-
-// Leaked: executors may be launched or destroyed from other libraries' static destructors.
-LiveExecutors& Live() {
-  static auto* live = new LiveExecutors;
-  return *live;
-}
-
-bool TakeLive(const aclOpExecutor* executor) {
-  LiveExecutors& live = Live();
-  std::lock_guard<std::mutex> lock(live.mu);
-  return live.set.erase(executor) == 1;
-}
 
 // The host function: runs the kernel once and owns the executor from here on.
 int RunExecutor(void* data) {
@@ -50,28 +27,39 @@ int RunExecutor(void* data) {
     reason = "unknown exception";
   }
   std::string message = StrCat(executor->op_name, " failed: ", reason);
-  if (!executor->launch_tag.empty()) message += " " + executor->launch_tag;
+  const char* tag = executor->Tag();
+  if (*tag != '\0') message += StrCat(" ", tag);
   nrtSetTaskErrMsg(message.c_str());
   return 1;
 }
 
-// Owns a custom package's user data; destroyUserData runs when the last kernel copy goes away.
-struct UserData {
-  void* data;
-  void (*destroy)(void*);
-  ~UserData() {
-    if (destroy != nullptr) destroy(data);
-  }
-};
-
 }  // namespace
 
-aclOpExecutor* RegisterExecutor(std::unique_ptr<aclOpExecutor> executor) {
-  NoteExecutorCreated();
-  LiveExecutors& live = Live();
-  std::lock_guard<std::mutex> lock(live.mu);
-  live.set.insert(executor.get());
-  return executor.release();
+// A custom op's executor: its name is the package's, copied here; destroyUserData runs when the
+// executor goes away (after it ran, or unlaunched).
+struct CustomExecutor final : aclOpExecutor {
+  CustomExecutor(const char* name, aclnnKernelFn kernel, void* data, void (*destroy)(void*))
+      : aclOpExecutor(nullptr, -1), owned_name(name), kernel(kernel), data(data), destroy(destroy) {
+    op_name = owned_name.c_str();
+  }
+  ~CustomExecutor() override {
+    if (destroy != nullptr) destroy(data);
+  }
+  void Run(void* workspace, uint64_t workspace_size) override {
+    const int code = kernel(data, workspace, workspace_size);
+    if (code != 0) throw std::runtime_error(StrCat("kernel returned ", code));
+  }
+  std::string owned_name;
+  aclnnKernelFn kernel;
+  void* data;
+  void (*destroy)(void*);
+};
+
+bool TakeReady(aclOpExecutor* executor) {
+  if (executor->magic != aclOpExecutor::kMagic) return false;
+  uint32_t expected = aclOpExecutor::kReady;
+  return executor->state.compare_exchange_strong(expected, aclOpExecutor::kLaunched,
+                                                 std::memory_order_acq_rel);
 }
 
 }  // namespace npu::opslib
@@ -85,7 +73,7 @@ aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize, aclOpEx
                                 nrtStream_t stream) {
   return npu::opslib::GuardApi("aclnnLaunchExecutor", [&]() -> aclnnStatus {
     if (executor == nullptr) return Fail(ACLNN_ERR_PARAM_NULLPTR, "aclnnLaunchExecutor: executor is NULL");
-    if (!npu::opslib::TakeLive(executor)) {
+    if (!npu::opslib::TakeReady(executor)) {
       return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, "aclnnLaunchExecutor: executor ",
                       static_cast<const void*>(executor),
                       " was already launched or destroyed (an executor runs once; call the op's "
@@ -105,7 +93,11 @@ aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize, aclOpEx
                         owned->device, " memory but the stream belongs to npu:", stream_device);
       }
     }
-    owned->launch_tag = npu::opslib::LaunchTag();
+    if (const char* tag = npu::opslib::StaticLaunchTag()) {
+      owned->static_tag = tag;
+    } else {
+      owned->launch_tag = npu::opslib::LaunchTag();
+    }
     if (owned->operands) {
       int32_t stream_device = owned->device;
       nrtStreamGetDevice(stream, &stream_device);
@@ -113,7 +105,7 @@ aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize, aclOpEx
     }
     owned->workspace = workspace;
     owned->workspace_size = workspaceSize;
-    if (nrtActivityIsEnabled()) nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, owned->op_name.c_str(), 0);
+    if (nrtActivityIsEnabled()) nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, owned->op_name, 0);
     const nrtError_t error = nrtLaunchHostFunc(stream, &npu::opslib::RunExecutor, owned.get());
     if (error != NRT_SUCCESS) {
       return NOP_FAIL(ACLNN_ERR_RUNTIME_ERROR, owned->op_name, ": the runtime refused the launch (",
@@ -130,17 +122,11 @@ aclOpExecutor* aclnnCreateExecutor(const char* opName, aclnnKernelFn kernel, voi
     Fail(ACLNN_ERR_PARAM_NULLPTR, "aclnnCreateExecutor: opName or kernel is NULL");
     return nullptr;
   }
-  std::shared_ptr<npu::opslib::UserData> owned_data;
   try {
-    owned_data = std::make_shared<npu::opslib::UserData>(userData, destroyUserData);
-    std::string name = opName;
-    return npu::opslib::NewExecutor(
-        std::move(name), -1, [kernel, owned_data](void* workspace, uint64_t workspace_size) {
-          const int code = kernel(owned_data->data, workspace, workspace_size);
-          if (code != 0) throw std::runtime_error(StrCat("kernel returned ", code));
-        });
+    npu::opslib::NoteExecutorCreated();
+    return new npu::opslib::CustomExecutor(opName, kernel, userData, destroyUserData);
   } catch (const std::exception& e) {
-    if (owned_data) owned_data->destroy = nullptr;  // NULL means the caller still owns userData
+    // NULL means the caller still owns userData (the constructor did not take it).
     Fail(ACLNN_ERR_INNER, StrCat("aclnnCreateExecutor: ", e.what()));
     return nullptr;
   }
@@ -148,7 +134,7 @@ aclOpExecutor* aclnnCreateExecutor(const char* opName, aclnnKernelFn kernel, voi
 
 aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
   if (executor == nullptr) return ACLNN_SUCCESS;
-  if (!npu::opslib::TakeLive(executor)) {
+  if (!npu::opslib::TakeReady(executor)) {
     return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, "aclDestroyAclOpExecutor: executor ",
                     static_cast<const void*>(executor),
                     " was already launched or destroyed");

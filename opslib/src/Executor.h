@@ -3,18 +3,20 @@
 #ifndef NPU_OPSLIB_SRC_EXECUTOR_H_
 #define NPU_OPSLIB_SRC_EXECUTOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "ObjectPool.h"
 #include "npu/opslib.h"
 #include "OperandHooks.h"
 
-struct aclOpExecutor {
-  aclOpExecutor(std::string name, int32_t operand_device)
-      : op_name(std::move(name)), device(operand_device) {}
-  virtual ~aclOpExecutor() = default;
+struct aclOpExecutor : npu::opslib::Pooled {
+  // `name` must outlive the executor (op names are literals or registry entries).
+  aclOpExecutor(const char* name, int32_t operand_device) : op_name(name), device(operand_device) {}
+  virtual ~aclOpExecutor() { state.store(kFreed, std::memory_order_relaxed); }
   aclOpExecutor(const aclOpExecutor&) = delete;
   aclOpExecutor& operator=(const aclOpExecutor&) = delete;
 
@@ -22,10 +24,20 @@ struct aclOpExecutor {
   // what() becomes the reason in "<op> failed: <reason>[ <launch tag>]".
   virtual void Run(void* workspace, uint64_t workspace_size) = 0;
 
-  std::string op_name;  // launch name, "aclnnAdd"
+  // Launch-once bookkeeping: an executor is launched or destroyed exactly once. A stale pointer is
+  // recognised as long as its memory has not been reused by a newer executor.
+  static constexpr uint32_t kMagic = 0x6e707565;  // "npue"
+  enum State : uint32_t { kReady = 1, kLaunched = 2, kFreed = 3 };
+  const uint32_t magic = kMagic;
+  std::atomic<uint32_t> state{kReady};
+
+  const char* op_name;  // launch name, "aclnnAdd"
   int32_t device;       // device whose memory the operands live in; -1 when unknown
-  // Filled in by the launch.
+  // Filled in by the launch: the launch tag, kept by pointer when the adapter promised it lives
+  // for the process (aclnnSetLaunchTagStatic), else copied.
+  const char* static_tag = nullptr;
   std::string launch_tag;
+  const char* Tag() const { return static_tag ? static_tag : launch_tag.c_str(); }
   void* workspace = nullptr;
   uint64_t workspace_size = 0;
   // Only while a dump or overflow detection watches the ops (OperandHooks.h); null otherwise.
@@ -34,24 +46,24 @@ struct aclOpExecutor {
 
 namespace npu::opslib {
 
-// An executor whose kernel lives in the same allocation: a launched op costs one block that the
-// stream's worker frees, which matters because cross-thread frees contend in malloc.
+// An executor whose kernel lives in the same (pooled) block: a launched op costs no allocation
+// once the pool is warm.
 template <typename Kernel>
 struct KernelExecutor final : aclOpExecutor {
-  KernelExecutor(std::string name, int32_t operand_device, Kernel k)
-      : aclOpExecutor(std::move(name), operand_device), kernel(std::move(k)) {}
+  KernelExecutor(const char* name, int32_t operand_device, Kernel k)
+      : aclOpExecutor(name, operand_device), kernel(std::move(k)) {}
   void Run(void* workspace, uint64_t workspace_size) override { kernel(workspace, workspace_size); }
   Kernel kernel;  // captures everything by value: descriptors may be destroyed before it runs
 };
 
-// Records an executor as launchable exactly once and hands it out.
-aclOpExecutor* RegisterExecutor(std::unique_ptr<aclOpExecutor> executor);
-
 template <typename Kernel>
-aclOpExecutor* NewExecutor(std::string op_name, int32_t device, Kernel kernel) {
-  return RegisterExecutor(
-      std::make_unique<KernelExecutor<Kernel>>(std::move(op_name), device, std::move(kernel)));
+aclOpExecutor* NewExecutor(const char* op_name, int32_t device, Kernel kernel) {
+  NoteExecutorCreated();  // hands the preparation's operand flags to this executor
+  return new KernelExecutor<Kernel>(op_name, device, std::move(kernel));
 }
+
+// Claims an executor for its one launch or destruction; false if it is not a ready executor.
+bool TakeReady(aclOpExecutor* executor);
 
 }  // namespace npu::opslib
 

@@ -89,6 +89,10 @@ aclnnStatus CheckBroadcast(const char* op, const NamedTensor& input, const aclTe
 }
 
 aclnnStatus CheckMemory(const char* op, std::initializer_list<NamedTensor> tensors, int32_t* device) {
+  return CheckMemory(op, std::span<const NamedTensor>(tensors.begin(), tensors.size()), device);
+}
+
+aclnnStatus CheckMemory(const char* op, std::span<const NamedTensor> tensors, int32_t* device) {
   *device = -1;
   const char* device_owner = nullptr;
   // Byte ranges already found in device memory: in-place ops name the same memory twice.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 
 #include "Descriptors.h"
 #include "npu/opslib.h"
@@ -30,6 +31,7 @@ aclnnStatus CheckBroadcast(const char* op, const NamedTensor& input, const aclTe
 // shape is known), every touched byte range in live device memory, all on one device, which is
 // returned (-1 if every tensor is empty).
 aclnnStatus CheckMemory(const char* op, std::initializer_list<NamedTensor> tensors, int32_t* device);
+aclnnStatus CheckMemory(const char* op, std::span<const NamedTensor> tensors, int32_t* device);
 
 }  // namespace npu::opslib
 

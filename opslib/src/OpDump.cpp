@@ -133,7 +133,7 @@ void DumpSession::Write(const aclOpExecutor& executor, const OperandRecord& reco
   std::ostringstream header;
   header << "{\"op_type\": " << JsonString(type) << ", \"op_name\": "
          << JsonString(type + "_" + std::to_string(task_id)) << ", \"launch\": "
-         << JsonString(executor.op_name) << ", \"tag\": " << JsonString(executor.launch_tag)
+         << JsonString(executor.op_name) << ", \"tag\": " << JsonString(executor.Tag())
          << ", \"device\": " << record.device << ", \"stream_id\": " << record.stream_id
          << ", \"task_id\": " << task_id << ", \"timestamp\": " << timestamp
          << ", \"tensors\": [";

@@ -276,6 +276,95 @@ TEST_F(BinaryOpsTest, Alpha) {
   }
 }
 
+aclnnStatus PrepareScalar(BinaryOp op, const aclTensor* self, const aclScalar* other,
+                          const aclScalar* alpha, aclTensor* out, uint64_t* ws, aclOpExecutor** ex) {
+  switch (op) {
+    case BinaryOp::kAdd: return aclnnAddsGetWorkspaceSize(self, other, alpha, out, ws, ex);
+    case BinaryOp::kSub: return aclnnSubsGetWorkspaceSize(self, other, alpha, out, ws, ex);
+    case BinaryOp::kMul: return aclnnMulsGetWorkspaceSize(self, other, out, ws, ex);
+    case BinaryOp::kDiv: return aclnnDivsGetWorkspaceSize(self, other, out, ws, ex);
+  }
+  return -1;
+}
+
+// Adds / Subs / Muls / Divs: the scalar (a double or an int64, as adapters pass Python numbers)
+// converted to the compute type of out, for every dtype, contiguous and strided, in place too.
+TEST_P(BinaryDtypeTest, ScalarForms) {
+  const aclDataType dtype = GetParam();
+  const double value = IsFloating(dtype) ? 2.5 : (dtype == ACL_BOOL ? 1 : 3);
+  const aclDataType scalar_type = IsFloating(dtype) ? ACL_DOUBLE : (dtype == ACL_BOOL ? ACL_BOOL : ACL_INT64);
+  unsigned char bytes[8] = {};
+  Encode(scalar_type, value, bytes);
+  aclScalar* scalar = aclCreateScalar(bytes, scalar_type);
+  ASSERT_NE(scalar, nullptr);
+  for (BinaryOp op : OpsFor(dtype)) {
+    SCOPED_TRACE(std::string("aclnn") + OpName(op) + "s");
+    for (bool strided : {false, true}) {
+      DeviceTensor self = strided ? DeviceTensor(dtype, {7, 300}, {1, 7}, 0, 2100, RandomValues(dtype, 2100, 5))
+                                  : DeviceTensor(dtype, {2100}, RandomValues(dtype, 2100, 6));
+      DeviceTensor out(dtype, self.sizes());
+      const auto a = self.Read();
+      ASSERT_EQ(RunOp([&](uint64_t* ws, aclOpExecutor** ex) {
+                  return PrepareScalar(op, self.get(), scalar, nullptr, out.get(), ws, ex);
+                }),
+                ACLNN_SUCCESS)
+          << aclnnGetRecentErrMsg();
+      std::vector<double> expected(a.size());
+      for (size_t i = 0; i < a.size(); ++i) expected[i] = Reference(op, a[i], value, 1.0, dtype);
+      ExpectValuesNear(out.Read(), expected, dtype, "scalar form");
+      // In place: out is self.
+      ASSERT_EQ(RunOp([&](uint64_t* ws, aclOpExecutor** ex) {
+                  return PrepareScalar(op, self.get(), scalar, nullptr, self.get(), ws, ex);
+                }),
+                ACLNN_SUCCESS)
+          << aclnnGetRecentErrMsg();
+      ExpectValuesNear(self.Read(), expected, dtype, "in place");
+    }
+  }
+  aclDestroyScalar(scalar);
+}
+
+TEST_F(BinaryOpsTest, ScalarFormsWithAlphaAndTheirDtypeRules) {
+  double two = 2.0, half = 0.5, frac = 2.5;
+  int64_t three = 3;
+  aclScalar* s_two = aclCreateScalar(&two, ACL_DOUBLE);
+  aclScalar* s_half = aclCreateScalar(&half, ACL_DOUBLE);
+  aclScalar* s_frac = aclCreateScalar(&frac, ACL_DOUBLE);
+  aclScalar* s_three = aclCreateScalar(&three, ACL_INT64);
+  DeviceTensor f(ACL_FLOAT, {4}, {1, 2, 3, 4});
+  DeviceTensor f_out(ACL_FLOAT, {4});
+  // self + alpha * other and self - alpha * other.
+  ASSERT_EQ(RunOp([&](uint64_t* ws, aclOpExecutor** ex) {
+              return aclnnAddsGetWorkspaceSize(f.get(), s_two, s_half, f_out.get(), ws, ex);
+            }), ACLNN_SUCCESS) << aclnnGetRecentErrMsg();
+  EXPECT_EQ(f_out.Read(), (std::vector<double>{2, 3, 4, 5}));
+  ASSERT_EQ(RunOp([&](uint64_t* ws, aclOpExecutor** ex) {
+              return aclnnSubsGetWorkspaceSize(f.get(), s_two, s_half, f_out.get(), ws, ex);
+            }), ACLNN_SUCCESS) << aclnnGetRecentErrMsg();
+  EXPECT_EQ(f_out.Read(), (std::vector<double>{0, 1, 2, 3}));
+  // Integer out: integral scalars only; an int tensor divided needs a floating out.
+  DeviceTensor i(ACL_INT32, {3}, {1, -2, 7});
+  DeviceTensor i_out(ACL_INT32, {3});
+  ASSERT_EQ(RunOp([&](uint64_t* ws, aclOpExecutor** ex) {
+              return aclnnMulsGetWorkspaceSize(i.get(), s_three, i_out.get(), ws, ex);
+            }), ACLNN_SUCCESS) << aclnnGetRecentErrMsg();
+  EXPECT_EQ(i_out.Read(), (std::vector<double>{3, -6, 21}));
+  uint64_t ws = 0;
+  aclOpExecutor* ex = nullptr;
+  EXPECT_EQ(aclnnMulsGetWorkspaceSize(i.get(), s_frac, i_out.get(), &ws, &ex), ACLNN_ERR_PARAM_INVALID);
+  EXPECT_NE(std::string(aclnnGetRecentErrMsg()).find("other 2.5 is not an integer"), std::string::npos)
+      << aclnnGetRecentErrMsg();
+  EXPECT_EQ(aclnnDivsGetWorkspaceSize(i.get(), s_two, i_out.get(), &ws, &ex), ACLNN_ERR_PARAM_INVALID);
+  DeviceTensor d_out(ACL_FLOAT, {3});
+  ASSERT_EQ(RunOp([&](uint64_t* ws2, aclOpExecutor** ex2) {
+              return aclnnDivsGetWorkspaceSize(i.get(), s_two, d_out.get(), ws2, ex2);
+            }), ACLNN_SUCCESS) << aclnnGetRecentErrMsg();
+  EXPECT_EQ(d_out.Read(), (std::vector<double>{0.5, -1, 3.5}));
+  EXPECT_EQ(aclnnAddsGetWorkspaceSize(f.get(), nullptr, nullptr, f_out.get(), &ws, &ex),
+            ACLNN_ERR_PARAM_NULLPTR);
+  for (aclScalar* s : {s_two, s_half, s_frac, s_three}) aclDestroyScalar(s);
+}
+
 TEST_F(BinaryOpsTest, IntegerArithmeticWraps) {
   DeviceTensor a(ACL_INT32, {2}, {2147483647.0, -2147483648.0});
   DeviceTensor b(ACL_INT32, {2}, {1, 1});

@@ -110,6 +110,26 @@ TEST_F(ExecutorTest, KernelFailureSurfacesAtSynchronizeWithOpNameAndLaunchTag) {
   EXPECT_EQ(x.Read(), (std::vector<double>{1, 1}));
 }
 
+TEST_F(ExecutorTest, StaticLaunchTagIsKeptByPointerAndReplacedByACopiedOne) {
+  static int code = 3;
+  static const char kSite[] = "(launched from model.py:7)";
+  aclnnSetLaunchTagStatic(kSite);
+  aclOpExecutor* first = aclnnCreateExecutor("aclnnFirst", &FailingKernel, &code, nullptr);
+  NOP_ASSERT_OK(aclnnLaunchExecutor(nullptr, 0, first, nullptr));
+  EXPECT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  EXPECT_EQ(std::string(nrtGetRecentErrMsg()), "aclnnFirst failed: kernel returned 3 (launched from model.py:7)");
+  // A copied tag replaces the static one, and clearing it leaves no tag.
+  aclnnSetLaunchTag("(launched from other.py:1)");
+  aclOpExecutor* second = aclnnCreateExecutor("aclnnSecond", &FailingKernel, &code, nullptr);
+  NOP_ASSERT_OK(aclnnLaunchExecutor(nullptr, 0, second, nullptr));
+  aclnnSetLaunchTagStatic(nullptr);
+  aclOpExecutor* third = aclnnCreateExecutor("aclnnThird", &FailingKernel, &code, nullptr);
+  NOP_ASSERT_OK(aclnnLaunchExecutor(nullptr, 0, third, nullptr));
+  EXPECT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  EXPECT_EQ(std::string(nrtGetRecentErrMsg()),
+            "aclnnSecond failed: kernel returned 3 (launched from other.py:1) (and 1 more failed task)");
+}
+
 TEST_F(ExecutorTest, AThrowingKernelFailsWithItsMessageAndNoTag) {
   aclOpExecutor* executor = aclnnCreateExecutor(
       "aclnnThrower",

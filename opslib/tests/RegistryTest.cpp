@@ -25,6 +25,12 @@ const Builtin kBuiltins[] = {
     NOP_BUILTIN(Add),  NOP_BUILTIN(Sub),     NOP_BUILTIN(Mul),  NOP_BUILTIN(Div),
     NOP_BUILTIN(Relu), NOP_BUILTIN(Neg),     NOP_BUILTIN(Abs),  NOP_BUILTIN(Exp),
     NOP_BUILTIN(Sqrt), NOP_BUILTIN(Sigmoid), NOP_BUILTIN(Tanh), NOP_BUILTIN(Cast),
+    NOP_BUILTIN(Adds), NOP_BUILTIN(Subs),    NOP_BUILTIN(Muls), NOP_BUILTIN(Divs),
+    NOP_BUILTIN(LayerNorm),
+    NOP_BUILTIN(ForeachAddListV2),       NOP_BUILTIN(ForeachAddScalarV2),
+    NOP_BUILTIN(ForeachMulScalarV2),     NOP_BUILTIN(ForeachDivScalarList),
+    NOP_BUILTIN(ForeachSqrt),            NOP_BUILTIN(ForeachLerpScalar),
+    NOP_BUILTIN(ForeachAddcmulScalarV2), NOP_BUILTIN(ForeachAddcdivScalarList),
     NOP_BUILTIN(TransData),
 };
 

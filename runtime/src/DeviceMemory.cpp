@@ -29,10 +29,28 @@ std::string Where(int device) {
 }  // namespace
 
 DeviceMemory::DeviceMemory(int device_count, size_t capacity)
-    : capacity_(capacity), used_(static_cast<size_t>(device_count), 0) {}
+    : capacity_(capacity), used_(static_cast<size_t>(device_count), 0) {
+  static std::atomic<uint64_t> instances{0};
+  epoch_.store((instances.fetch_add(1) + 1) << 40);
+}
 
 DeviceMemory::~DeviceMemory() {
   for (const Block& block : blocks_.TakeAll()) munmap(block.base, block.mapped_size);
+  for (const auto& [base, reservation] : reservations_) munmap(reservation.base, reservation.size);
+}
+
+nrtError_t DeviceMemory::Account(int device, size_t size, size_t mapped_size) {
+  const size_t used = used_[device];
+  // Reserved before mapping so that concurrent allocations cannot overshoot the capacity.
+  if (mapped_size != 0 && mapped_size <= capacity_ - used) {
+    used_[device] += mapped_size;
+    return NRT_SUCCESS;
+  }
+  return NPU_RT_FAIL(
+      NRT_ERROR_OUT_OF_MEMORY, "npu:", device, " out of memory: tried to allocate ",
+      FormatBytes(size), " (", size, " bytes) with ", FormatBytes(used), " (", used,
+      " bytes) in use of ", FormatBytes(capacity_), " (", capacity_,
+      " bytes) capacity; free device memory or set NPU_SIM_MEMORY to raise the limit");
 }
 
 nrtError_t DeviceMemory::Allocate(int device, size_t size, void** ptr) {
@@ -40,21 +58,9 @@ nrtError_t DeviceMemory::Allocate(int device, size_t size, void** ptr) {
   if (size == 0) return NRT_SUCCESS;
   const bool bounded = device != kPinnedHost;
   const size_t mapped_size = RoundUpToPages(size);
-  size_t used = 0;
-  bool reserved = true;
   if (bounded) {
     std::lock_guard<std::mutex> lock(mu_);
-    used = used_[device];
-    reserved = mapped_size != 0 && mapped_size <= capacity_ - used;
-    // Reserved before mapping so that concurrent allocations cannot overshoot the capacity.
-    if (reserved) used_[device] += mapped_size;
-  }
-  if (!reserved) {
-    return NPU_RT_FAIL(
-        NRT_ERROR_OUT_OF_MEMORY, "npu:", device, " out of memory: tried to allocate ",
-        FormatBytes(size), " (", size, " bytes) with ", FormatBytes(used), " (", used,
-        " bytes) in use of ", FormatBytes(capacity_), " (", capacity_,
-        " bytes) capacity; free device memory or set NPU_SIM_MEMORY to raise the limit");
+    if (nrtError_t error = Account(device, size, mapped_size)) return error;
   }
   void* base = mapped_size == 0 ? MAP_FAILED
                                 : mmap(nullptr, mapped_size, PROT_READ | PROT_WRITE,
@@ -69,12 +75,14 @@ nrtError_t DeviceMemory::Allocate(int device, size_t size, void** ptr) {
                        " bytes) of ", Where(device), " memory: ", std::strerror(error),
                        "; the host is out of address space or memory");
   }
+  size_t used = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     blocks_.Insert(Block{base, size, mapped_size, device});
+    if (bounded) used = used_[device];
   }
   NPU_RT_LOG(kDebug, Where(device), " allocated ", size, " bytes at ", base,
-             bounded ? StrCat("; ", used + mapped_size, " of ", capacity_, " bytes in use") : "");
+             bounded ? StrCat("; ", used, " of ", capacity_, " bytes in use") : "");
   *ptr = base;
   return NRT_SUCCESS;
 }
@@ -88,6 +96,7 @@ std::optional<Block> DeviceMemory::Release(void* ptr, bool pinned_host) {
       return std::nullopt;
     }
     block = blocks_.Erase(ptr);
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
     if (!pinned_host) used_[block->device] -= block->mapped_size;
   }
   // Unmapped outside the lock: returning many touched pages to the kernel takes a while.
@@ -96,11 +105,44 @@ std::optional<Block> DeviceMemory::Release(void* ptr, bool pinned_host) {
   return block;
 }
 
+namespace {
+struct FoundBlock {
+  const DeviceMemory* owner = nullptr;
+  uint64_t epoch = 0;
+  Block block{};
+};
+thread_local FoundBlock t_found[2];
+}  // namespace
+
 std::optional<Block> DeviceMemory::Find(const void* p) const {
+  // Copies and op checks look up the same few blocks over and over.
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  for (const FoundBlock& f : t_found) {
+    if (f.owner == this && f.epoch == epoch &&
+        static_cast<size_t>(static_cast<const char*>(p) - static_cast<const char*>(f.block.base)) <
+            f.block.size) {
+      return f.block;
+    }
+  }
+  std::optional<Block> found = FindLocked(p);
+  if (found) {
+    t_found[1] = t_found[0];
+    t_found[0] = FoundBlock{this, epoch, *found};
+  }
+  return found;
+}
+
+std::optional<Block> DeviceMemory::FindLocked(const void* p) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Block* block = blocks_.Find(p);
-  if (block == nullptr) return std::nullopt;
-  return *block;
+  if (const Block* block = blocks_.Find(p)) return *block;
+  const Reservation* reservation = FindReservation(p);
+  if (reservation == nullptr) return std::nullopt;
+  const size_t offset = static_cast<size_t>(static_cast<const char*>(p) - reservation->base);
+  auto run = reservation->mapped.upper_bound(offset);
+  if (run == reservation->mapped.begin()) return std::nullopt;
+  --run;
+  if (offset - run->first >= run->second) return std::nullopt;
+  return Block{reservation->base + run->first, run->second, run->second, reservation->device};
 }
 
 size_t DeviceMemory::UsedBytes(int device) const {
@@ -114,6 +156,10 @@ namespace {
 nrtError_t FailFree(const DeviceMemory& memory, const void* ptr, bool pinned_host) {
   const char* api = pinned_host ? "nrtFreeHost" : "nrtFree";
   const std::optional<Block> block = memory.Find(ptr);
+  if (!pinned_host && memory.IsReservation(ptr)) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_POINTER, api, ": ", ptr,
+                       " is a reserved address range; release it with nrtReleaseMemAddress");
+  }
   if (!block) {
     return NPU_RT_FAIL(NRT_ERROR_INVALID_POINTER, api, ": ", ptr, " is not a live ",
                        pinned_host ? "pinned host" : "device",

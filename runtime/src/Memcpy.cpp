@@ -133,8 +133,10 @@ nrtError_t nrtMemcpy(void* dst, const void* src, size_t count, nrtMemcpyKind kin
 nrtError_t nrtMemcpyAsync(void* dst, const void* src, size_t count, nrtMemcpyKind kind,
                           nrtStream_t stream) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    std::shared_ptr<npu::runtime::Stream> found;
-    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    npu::runtime::Stream* found = nullptr;
+    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
+      return error;
+    }
     if (nrtError_t error =
             npu::runtime::CheckCopy(rt.memory(), "nrtMemcpyAsync", dst, src, count, kind)) {
       return error;
@@ -154,8 +156,10 @@ nrtError_t nrtMemcpyAsync(void* dst, const void* src, size_t count, nrtMemcpyKin
 
 nrtError_t nrtMemsetAsync(void* dst, int value, size_t count, nrtStream_t stream) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    std::shared_ptr<npu::runtime::Stream> found;
-    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    npu::runtime::Stream* found = nullptr;
+    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
+      return error;
+    }
     if (count == 0) return NRT_SUCCESS;
     if (nrtError_t error = npu::runtime::CheckDeviceRange(
             rt.memory(), "nrtMemsetAsync", "dst", dst, count, NRT_ERROR_INVALID_POINTER,

@@ -23,10 +23,10 @@ thread_local std::optional<std::string> t_task_message;
 
 // Runs one task, containing everything it can throw: an exception escaping a worker would
 // terminate the process, while a failed task only has to fail the next synchronisation.
-std::optional<std::string> RunTask(const Task& task) {
+std::optional<std::string> RunTask(Task& task) {
   t_task_message.reset();
   try {
-    const int code = task();
+    const int code = task.Run();
     if (code == 0) return std::nullopt;
     if (t_task_message) return std::move(*t_task_message);
     return StrCat("host function failed with code ", code);
@@ -34,6 +34,24 @@ std::optional<std::string> RunTask(const Task& task) {
     return std::string(e.what());
   } catch (...) {
     return std::string("host function threw an exception that is not a std::exception");
+  }
+}
+
+
+// How long an idle worker polls for new work before it sleeps (a few op launches' worth: ops
+// launched back to back then find it awake, saving a futex wake-up and a context switch per op),
+// and how long a synchronising caller polls before it sleeps (a small op finishes well within it).
+constexpr auto kIdlePoll = std::chrono::microseconds(50);
+constexpr auto kSyncPoll = std::chrono::microseconds(20);
+
+// Polls `done()` until it holds or `budget` passes (reading the clock every few polls only).
+template <typename Done>
+bool PollFor(std::chrono::microseconds budget, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    CpuRelax();
+    if (i % 32 == 0 && std::chrono::steady_clock::now() >= deadline) return done();
   }
 }
 
@@ -48,50 +66,21 @@ Stream::Stream(uint64_t id, int device, bool is_default, uint64_t generation)
 
 Stream::~Stream() { Shutdown(); }
 
-namespace {
-// How long an idle worker polls for new work before it blocks: a few op launches' worth.
-constexpr auto kIdlePoll = std::chrono::microseconds(50);
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
-}  // namespace
-
 std::string Stream::name() const { return StrCat("npu:", device_, " stream #", id_); }
 
-nrtError_t Stream::Enqueue(Task task) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) {
-      return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, name(),
-                         " is being destroyed and accepts no more work");
-    }
-    // Activity hook, before the worker can see the task: one relaxed load when recording is off.
-    if (activity::Active()) activity::TaskEnqueued(id_, device_, enqueued_);
-    queue_.push_back(std::move(task));
-    ++enqueued_;
-    enqueued_hint_.store(enqueued_, std::memory_order_release);
-  }
-  work_ready_.notify_one();
-  return NRT_SUCCESS;
+nrtError_t Stream::RefuseWork() {
+  return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, name(), " is being destroyed and accepts no more work");
 }
 
 nrtError_t Stream::EnqueueMarker(std::shared_ptr<EventRecord> record) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) {
-    return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, name(),
-                       " is being destroyed and accepts no more work");
-  }
-  if (completed_ == enqueued_) {
+  if (Idle() && !stopping_.load()) {
     record->Complete();
-  } else {
-    markers_.emplace_back(enqueued_, std::move(record));
+    return NRT_SUCCESS;
   }
-  return NRT_SUCCESS;
+  return Enqueue([record = std::move(record)] {
+    record->Complete();
+    return 0;
+  }, /*after_count=*/true);
 }
 
 nrtError_t Stream::Synchronize() {
@@ -99,19 +88,23 @@ nrtError_t Stream::Synchronize() {
     return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "cannot synchronize ", name(),
                        " from one of its own host functions: it would wait for itself");
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  const uint64_t target = enqueued_;
-  work_done_.wait(lock, [&] { return completed_ >= target; });
+  const uint64_t target = queue_.Published();
+  auto reached = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
+  if (PollFor(kSyncPoll, reached)) return NRT_SUCCESS;
+  sync_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  for (;;) {
+    const uint32_t seen = done_.load(std::memory_order_seq_cst);
+    if (reached()) break;
+    done_.wait(seen, std::memory_order_seq_cst);
+  }
+  sync_waiters_.fetch_sub(1, std::memory_order_relaxed);
   return NRT_SUCCESS;
 }
 
-bool Stream::Idle() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_ == enqueued_;
-}
-
 std::optional<std::string> Stream::TakeError() {
-  std::lock_guard<std::mutex> lock(mu_);
+  if (!has_error_.load(std::memory_order_acquire)) return std::nullopt;
+  std::lock_guard<std::mutex> lock(error_mu_);
+  has_error_.store(false, std::memory_order_relaxed);
   if (!first_error_) return std::nullopt;
   std::string message = std::move(*first_error_);
   if (later_errors_ > 0) {
@@ -123,12 +116,25 @@ std::optional<std::string> Stream::TakeError() {
   return message;
 }
 
+void Stream::RecordFailure(std::string message) {
+  NPU_RT_LOG(kError, "task failed on ", name(), ": ", message);
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (first_error_) {
+    ++later_errors_;
+  } else {
+    first_error_ = std::move(message);
+  }
+  has_error_.store(true, std::memory_order_release);
+}
+
 void Stream::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    // Under the producer lock: once it is set, nothing more is published.
+    TaskQueue::ProducerLock lock(queue_);
+    stopping_.store(true, std::memory_order_seq_cst);
   }
-  work_ready_.notify_all();
+  wake_.fetch_add(1, std::memory_order_seq_cst);
+  wake_.notify_all();
   std::lock_guard<std::mutex> lock(join_mu_);
   if (!worker_.joinable()) return;
   // Joining itself would throw; the API rejects destroying a stream from its own host functions,
@@ -138,7 +144,7 @@ void Stream::Shutdown() {
     return;
   }
   worker_.join();
-  std::lock_guard<std::mutex> state_lock(mu_);
+  std::lock_guard<std::mutex> error_lock(error_mu_);
   if (first_error_) {
     NPU_RT_LOG(kWarning, name(), " destroyed with an unreported task failure: ", *first_error_);
   }
@@ -150,50 +156,51 @@ void Stream::Run() {
   const std::string thread_name = StrCat("npu", device_, "-s", id_).substr(0, 15);
   pthread_setname_np(pthread_self(), thread_name.c_str());
 
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    if (queue_.empty() && !stopping_) {
-      // Poll briefly before sleeping: ops launched back to back then find the worker awake,
-      // which saves a futex wake-up and a context switch per op.
-      const uint64_t seen = enqueued_;
-      lock.unlock();
-      const auto deadline = std::chrono::steady_clock::now() + kIdlePoll;
-      while (enqueued_hint_.load(std::memory_order_acquire) == seen &&
-             std::chrono::steady_clock::now() < deadline) {
-        CpuRelax();
+  for (uint64_t index = 0;;) {
+    if (queue_.Published() == index) {
+      PollFor(kIdlePoll, [&] { return queue_.Published() != index || stopping_.load(); });
+      if (queue_.Published() == index) {
+        if (stopping_.load(std::memory_order_seq_cst) && queue_.Published() == index) return;
+        // Sleep until a producer sees the flag and bumps wake_ (seq-cst on both sides).
+        const uint32_t seen = wake_.load(std::memory_order_seq_cst);
+        worker_sleeping_.store(true, std::memory_order_seq_cst);
+        if (queue_.Published() == index && !stopping_.load(std::memory_order_seq_cst)) {
+          wake_.wait(seen, std::memory_order_seq_cst);
+        }
+        worker_sleeping_.store(false, std::memory_order_relaxed);
+        continue;
       }
-      lock.lock();
     }
-    work_ready_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-    if (queue_.empty()) return;  // stopping, and everything enqueued has run
-    Task task = std::move(queue_.front());
-    queue_.pop_front();
-    const uint64_t index = completed_;  // tasks run one at a time, in enqueue order
-    lock.unlock();
+    Task& task = queue_.Front();
     // Activity hook: one relaxed load when recording is off.
     const bool recorded = activity::Active() && activity::TaskStarting(id_, index);
-    std::optional<std::string> failure = RunTask(task);
-    task = nullptr;  // release captures before a synchronising caller can observe completion
+    std::optional<std::string> failure;
+    if (task.after_count) {
+      // Counted first: whoever sees this marker's event done also sees the stream idle.
+      retired_.store(index + 1, std::memory_order_seq_cst);
+    }
+    failure = RunTask(task);
+    task.Reset();  // release captures before a synchronising caller can observe completion
     if (recorded) activity::TaskFinished(failure.has_value());
-    if (failure) NPU_RT_LOG(kError, "task failed on ", name(), ": ", *failure);
-    lock.lock();
-    if (failure) {
-      if (first_error_) {
-        ++later_errors_;
-      } else {
-        first_error_ = std::move(failure);
-      }
+    if (failure) RecordFailure(*failure);
+    queue_.Pop();
+    ++index;
+    retired_.store(index, std::memory_order_seq_cst);
+    completed_.store(index, std::memory_order_seq_cst);
+    if (sync_waiters_.load(std::memory_order_seq_cst) > 0) {
+      done_.fetch_add(1, std::memory_order_seq_cst);
+      done_.notify_all();
     }
-    ++completed_;
-    while (!markers_.empty() && markers_.front().first <= completed_) {
-      markers_.front().second->Complete();
-      markers_.pop_front();
-    }
-    work_done_.notify_all();
   }
 }
 
 bool OnAnyStreamWorker() { return t_on_stream_worker; }
+
+nrtError_t ReportTaskErrors(Stream& stream) {
+  std::optional<std::string> error = stream.TakeError();
+  if (!error) return NRT_SUCCESS;
+  return NPU_RT_FAIL(NRT_ERROR_TASK_FAILED, *error);
+}
 
 nrtError_t ReportTaskErrors(const std::vector<std::shared_ptr<Stream>>& streams) {
   std::string messages;

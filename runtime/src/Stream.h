@@ -3,10 +3,7 @@
 #define NPU_RUNTIME_SRC_STREAM_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,14 +11,21 @@
 #include <thread>
 #include <vector>
 
+#include "TaskQueue.h"
 #include "npu/runtime.h"
 
 namespace npu::runtime {
 
 class EventRecord;
 
-// Returns non-zero (or throws) on failure; the worker turns that into the stream's pending error.
-using Task = std::function<int()>;
+// Called around every task a worker runs when set (nrtSetTaskObserver-style hook for a profiler):
+// kept to one relaxed load per task while unset.
+struct TaskObserver {
+  virtual void OnTaskStart(uint64_t stream_id, uint64_t task_index) = 0;
+  virtual void OnTaskEnd(uint64_t stream_id, uint64_t task_index, bool failed) = 0;
+  virtual ~TaskObserver() = default;
+};
+void SetTaskObserver(TaskObserver* observer);
 
 class Stream {
  public:
@@ -36,15 +40,28 @@ class Stream {
   bool is_default() const { return is_default_; }
   std::string name() const;  // "npu:0 stream #3", for messages
 
-  // NRT_ERROR_INVALID_HANDLE once Shutdown() has begun; the task is then dropped.
-  nrtError_t Enqueue(Task task);
+  // Queues a callable (stored inline, see Task); NRT_ERROR_INVALID_HANDLE once Shutdown() has
+  // begun, and the task is then dropped.
+  template <typename F>
+  nrtError_t Enqueue(F&& fn, bool after_count = false) {
+    {
+      TaskQueue::ProducerLock lock(queue_);
+      if (stopping_.load(std::memory_order_relaxed)) return RefuseWork();
+      Task& task = queue_.Reserve();
+      task.Emplace(std::forward<F>(fn));
+      task.after_count = after_count;
+      queue_.Publish();
+    }
+    WakeWorker();
+    return NRT_SUCCESS;
+  }
   // Completes `record` once every task enqueued so far has completed, after the stream counts them,
   // so that a stream whose last event is done also reports itself idle.
   nrtError_t EnqueueMarker(std::shared_ptr<EventRecord> record);
-  // Waits until every task enqueued before the call has run; refuses on its own worker, which
-  // would wait for itself.
+  // Waits until every task enqueued before the call has run (spinning briefly first: a short op
+  // finishes within microseconds); refuses on its own worker, which would wait for itself.
   nrtError_t Synchronize();
-  bool Idle() const;
+  bool Idle() const { return retired_.load(std::memory_order_seq_cst) == queue_.Published(); }
   bool OnWorkerThread() const { return std::this_thread::get_id() == worker_id_; }
   // The first failure since the last call (with a count of later ones), consumed by this call.
   std::optional<std::string> TakeError();
@@ -53,22 +70,33 @@ class Stream {
 
  private:
   void Run();
+  nrtError_t RefuseWork();
+  void WakeWorker() {
+    if (worker_sleeping_.load(std::memory_order_seq_cst)) {
+      wake_.fetch_add(1, std::memory_order_seq_cst);
+      wake_.notify_one();
+    }
+  }
+  void RecordFailure(std::string message);
 
   const uint64_t id_;
   const int device_;
   const bool is_default_;
   const uint64_t generation_;
 
-  mutable std::mutex mu_;
-  std::condition_variable work_ready_;
-  std::condition_variable work_done_;
-  std::deque<Task> queue_;
-  std::deque<std::pair<uint64_t, std::shared_ptr<EventRecord>>> markers_;  // (task count, record)
-  uint64_t enqueued_ = 0;
-  // enqueued_, readable without mu_: the idle worker polls it briefly before sleeping.
-  std::atomic<uint64_t> enqueued_hint_{0};
-  uint64_t completed_ = 0;
-  bool stopping_ = false;
+  TaskQueue queue_;
+  std::atomic<bool> stopping_{false};
+  alignas(64) std::atomic<bool> worker_sleeping_{false};
+  std::atomic<uint32_t> wake_{0};  // futex word the idle worker sleeps on
+  // Tasks done: retired_ counts an event marker just before it completes its event (so a done
+  // event implies an idle stream), completed_ just after (so a finished sync implies done events).
+  alignas(64) std::atomic<uint64_t> retired_{0};
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<uint32_t> done_{0};        // futex word synchronising callers sleep on
+  std::atomic<uint32_t> sync_waiters_{0};
+
+  std::atomic<bool> has_error_{false};  // checked without the lock by every sync
+  std::mutex error_mu_;  // failures are rare: a plain lock
   std::optional<std::string> first_error_;
   uint64_t later_errors_ = 0;
 
@@ -82,6 +110,7 @@ bool OnAnyStreamWorker();
 
 // NRT_ERROR_TASK_FAILED carrying the pending errors of streams (each consumed), or NRT_SUCCESS.
 nrtError_t ReportTaskErrors(const std::vector<std::shared_ptr<Stream>>& streams);
+nrtError_t ReportTaskErrors(Stream& stream);
 
 }  // namespace npu::runtime
 

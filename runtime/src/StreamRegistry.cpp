@@ -18,7 +18,74 @@ std::shared_ptr<Stream> StreamRegistry::Add(int device, bool is_default) {
   const uint64_t id = NextHandleId();
   auto stream = std::make_shared<Stream>(id, device, is_default, generation_);
   streams_.Insert(id, stream);
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
   return stream;
+}
+
+namespace {
+struct CachedStream {
+  uint64_t generation = 0;
+  uint64_t epoch = 0;
+  nrtStream_t handle = nullptr;
+  int device = -1;
+  Stream* stream = nullptr;
+};
+struct CachedDeviceStreams {
+  uint64_t generation = 0;
+  uint64_t epoch = 0;
+  int device = -1;
+  std::vector<std::shared_ptr<Stream>> streams;
+};
+// Per thread: the last streams resolved (with references keeping them alive) and the last device's
+// stream list. Reached through one trivially destructible pointer, so that the launch path pays a
+// single TLS lookup and no guard checks.
+struct ThreadCache {
+  CachedStream streams[4];
+  std::shared_ptr<Stream> keep[4];
+  CachedDeviceStreams device;
+};
+thread_local ThreadCache* t_cache = nullptr;
+
+ThreadCache& Cache() {
+  if (t_cache == nullptr) {
+    struct Owner {
+      ThreadCache cache;
+      ~Owner() { t_cache = nullptr; }
+    };
+    thread_local Owner owner;
+    t_cache = &owner.cache;
+  }
+  return *t_cache;
+}
+}  // namespace
+
+nrtError_t StreamRegistry::ResolveCached(nrtStream_t handle, int current_device, Stream** stream) {
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  ThreadCache& cache = Cache();
+  const size_t slot = (HandleId(handle) ^ static_cast<uint64_t>(current_device)) & 3;
+  CachedStream& c = cache.streams[slot];
+  if (c.generation == generation_ && c.epoch == epoch && c.handle == handle &&
+      (handle != nullptr || c.device == current_device)) {
+    *stream = c.stream;
+    return NRT_SUCCESS;
+  }
+  std::shared_ptr<Stream> found;
+  if (nrtError_t error = Resolve(handle, current_device, &found)) return error;
+  *stream = found.get();
+  // Creating the default stream bumped the epoch: record the value that includes it.
+  c = CachedStream{generation_, epoch_.load(std::memory_order_acquire), handle, current_device,
+                   found.get()};
+  cache.keep[slot] = std::move(found);
+  return NRT_SUCCESS;
+}
+
+const std::vector<std::shared_ptr<Stream>>& StreamRegistry::OnDeviceCached(int device) {
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  CachedDeviceStreams& c = Cache().device;
+  if (c.generation != generation_ || c.epoch != epoch || c.device != device) {
+    c = CachedDeviceStreams{generation_, epoch, device, OnDevice(device)};
+  }
+  return c.streams;
 }
 
 std::shared_ptr<Stream> StreamRegistry::Create(int device) { return Add(device, false); }
@@ -56,6 +123,7 @@ nrtError_t StreamRegistry::Remove(nrtStream_t handle, std::shared_ptr<Stream>* s
                        " from one of its own host functions: destroying waits for its work");
   }
   *stream = streams_.Remove(found->id());
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
   if (*stream) return NRT_SUCCESS;
   // Another thread destroyed it between the lookup and here.
   return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, found->name(), " was destroyed concurrently");
@@ -70,6 +138,7 @@ void StreamRegistry::ShutdownAll() {
     std::lock_guard<std::shared_mutex> lock(defaults_mu_);
     for (auto& stream : defaults_) stream.reset();
   }
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
   for (const auto& stream : streams_.TakeAll()) stream->Shutdown();
 }
 
@@ -103,17 +172,21 @@ nrtError_t nrtStreamDestroy(nrtStream_t stream) {
 
 nrtError_t nrtStreamSynchronize(nrtStream_t stream) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    StreamPtr found;
-    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    Stream* found = nullptr;
+    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
+      return error;
+    }
     if (nrtError_t error = found->Synchronize()) return error;
-    return npu::runtime::ReportTaskErrors({found});
+    return npu::runtime::ReportTaskErrors(*found);
   });
 }
 
 nrtError_t nrtStreamQuery(nrtStream_t stream) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    StreamPtr found;
-    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    Stream* found = nullptr;
+    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
+      return error;
+    }
     return found->Idle() ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
   });
 }
@@ -127,8 +200,10 @@ nrtError_t nrtStreamGetDevice(nrtStream_t stream, int32_t* device) {
       *device = rt.current_device();  // no need to create the default stream to answer
       return NRT_SUCCESS;
     }
-    StreamPtr found;
-    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    Stream* found = nullptr;
+    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
+      return error;
+    }
     *device = found->device();
     return NRT_SUCCESS;
   });
@@ -139,15 +214,18 @@ nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data
     // Taken first, so that a refused launch does not leave its label to the next one.
     if (npu::runtime::activity::Active()) npu::runtime::activity::TakeHostFuncLabel();
     if (fn == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtLaunchHostFunc: fn is NULL");
-    StreamPtr found;
-    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    Stream* found = nullptr;
+    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
+      return error;
+    }
     return found->Enqueue([fn, user_data] { return fn(user_data); });
   });
 }
 
 nrtError_t nrtDeviceSynchronize(void) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
-    const std::vector<StreamPtr> streams = rt.streams().OnDevice(rt.current_device());
+    // Only this thread replaces its cached list, so it stays valid (and its streams alive) here.
+    const std::vector<StreamPtr>& streams = rt.streams().OnDeviceCached(rt.current_device());
     for (const StreamPtr& stream : streams) {
       if (nrtError_t error = stream->Synchronize()) return error;
     }

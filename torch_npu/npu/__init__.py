@@ -34,6 +34,7 @@ from torch_npu.npu.memory import (
     mem_get_info,
     memory_allocated,
     memory_reserved,
+    memory_snapshot,
     memory_stats,
     memory_summary,
     reset_accumulated_memory_stats,
@@ -122,6 +123,7 @@ from torch_npu.npu.profiler import (  # noqa: E402  (seed-era E2E profilers: tor
 from torch_npu.npu import dump as _dump  # noqa: E402
 from torch_npu.npu.dump import finalize_dump, init_dump, set_dump  # noqa: E402
 from torch_npu.npu.utils import clear_npu_overflow_flag, get_npu_overflow_flag, npu_check_overflow  # noqa: E402
+from torch_npu.npu import memory  # noqa: E402  (torch.npu.memory._record_memory_history, ...)
 from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)
 
 # `import torch.npu.amp` / `from torch.npu.amp import GradScaler` find this module instead of loading a

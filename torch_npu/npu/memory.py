@@ -1,6 +1,8 @@
 """npu memory management: statistics come from the caching allocator through torch.accelerator."""
 
 import collections
+import pickle
+import sys
 
 import torch
 
@@ -102,3 +104,56 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
                  f"OOMs {stats.get('num_ooms', 0)}, retries {stats.get('num_alloc_retries', 0)}")
     lines.append("=" * width)
     return "\n".join(lines) + "\n"
+
+
+def memory_snapshot() -> list:
+    """The caching allocator's segments on every npu (as torch.cuda.memory_snapshot())."""
+    return _C._memory_snapshot()["segments"]
+
+
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=sys.maxsize,
+                           device=None, clear_history=False, **kwargs) -> None:
+    """Record where npu memory is allocated, for _snapshot() and torch.cuda._memory_viz.
+
+    As torch.cuda.memory._record_memory_history: `enabled` None (off), "state" (stacks of live
+    blocks) or "all" (also the last `max_entries` alloc/free/segment events); `context` which events
+    keep a stack ("state", "alloc", "all" or None); `stacks` "python" or "all" (with C++ frames).
+    The older form `_record_memory_history(True, trace_alloc_max_entries=N, ...)` is accepted too.
+    """
+    if isinstance(enabled, bool):  # the legacy signature
+        record_context = context if context != "all" else kwargs.get("record_context", True)
+        entries = kwargs.get("trace_alloc_max_entries", 1)
+        trace_context = kwargs.get("trace_alloc_record_context", False)
+        if not enabled:
+            _C._record_memory_history(None, None, "python", 0, bool(clear_history))
+            return
+        ctx = "alloc" if trace_context else ("state" if record_context else None)
+        cpp = kwargs.get("record_context_cpp", False)
+        _C._record_memory_history("all" if entries > 1 else "state", ctx, "all" if cpp else "python",
+                                  int(entries), bool(clear_history))
+        return
+    if device is not None:
+        _dev(device)
+    _C._record_memory_history(enabled, context, stacks, int(max_entries), bool(clear_history))
+
+
+def _snapshot(device=None) -> dict:
+    """The allocator state and recorded history, in the format torch.cuda.memory._snapshot() gives:
+    {"segments": [...], "device_traces": [[...] per device], "allocator_settings": {...}}."""
+    return _C._memory_snapshot()
+
+
+def _dump_snapshot(filename="dump_snapshot.pickle") -> None:
+    """Pickle _snapshot() to `filename`; `python -m torch.cuda._memory_viz` and pytorch.org/memory_viz
+    read it."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+def _set_allocator_settings(settings: str) -> None:
+    """Replace the caching allocator's settings (PYTORCH_NPU_ALLOC_CONF syntax) from now on."""
+    _C._set_allocator_settings(settings)
+
+
+def get_allocator_backend() -> str:
+    return "native"

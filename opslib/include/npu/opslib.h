@@ -64,6 +64,7 @@ typedef struct aclTensor aclTensor;
 typedef struct aclScalar aclScalar;
 typedef struct aclIntArray aclIntArray;
 typedef struct aclTensorList aclTensorList;
+typedef struct aclScalarList aclScalarList;
 typedef struct aclOpExecutor aclOpExecutor;
 typedef nrtStream_t aclrtStream;  // ACL's name for a stream, as op API headers spell it
 
@@ -83,6 +84,9 @@ NOP_API aclnnStatus aclDestroyIntArray(const aclIntArray* array);
 NOP_API aclTensorList* aclCreateTensorList(const aclTensor* const* value, uint64_t size);
 NOP_API aclnnStatus aclDestroyTensorList(const aclTensorList* array);
 NOP_API aclnnStatus aclGetTensorListSize(const aclTensorList* array, uint64_t* size);
+// A list of scalars (one per tensor of a foreach op); the list keeps copies of them.
+NOP_API aclScalarList* aclCreateScalarList(const aclScalar* const* value, uint64_t size);
+NOP_API aclnnStatus aclDestroyScalarList(const aclScalarList* array);
 
 // Descriptor accessors with ACL's names and semantics, so that custom op packages can read their
 // arguments. The arrays returned through viewDims / stridesValue / storageDims are allocated with
@@ -112,6 +116,9 @@ NOP_API aclnnStatus aclnnSetRecentErrMsg(aclnnStatus status, const char* message
 // Launch context: text appended to the error of any op launched afterwards from this thread
 // (adapters pass the Python line here, "launched from train.py:42"). NULL or "" clears it.
 NOP_API void aclnnSetLaunchTag(const char* tag);
+// The same without a copy, for callers whose tags live for the whole process (an adapter's interned
+// launch sites): launching then costs no allocation. Replaces any tag set with aclnnSetLaunchTag.
+NOP_API void aclnnSetLaunchTagStatic(const char* tag);
 
 // The registry. Built-in ops register themselves; custom op packages are shared libraries found
 // through ASCEND_CUSTOM_OPP_PATH (':'-separated; each entry is a package directory, a vendor
@@ -205,6 +212,66 @@ NOP_API aclnnStatus aclnnDivGetWorkspaceSize(const aclTensor* self, const aclTen
                                              aclOpExecutor** executor);
 NOP_API aclnnStatus aclnnDiv(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                              nrtStream_t stream);
+// Tensor op scalar (a host value, e.g. a Python number): the scalar is converted to out's compute
+// type; dtype rules as the tensor forms, and an integral or BOOL out needs an integral scalar.
+// out = self + alpha * other
+NOP_API aclnnStatus aclnnAddsGetWorkspaceSize(const aclTensor* self, const aclScalar* other,
+                                              const aclScalar* alpha, aclTensor* out,
+                                              uint64_t* workspaceSize, aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnAdds(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                              nrtStream_t stream);
+// out = self - alpha * other
+NOP_API aclnnStatus aclnnSubsGetWorkspaceSize(const aclTensor* self, const aclScalar* other,
+                                              const aclScalar* alpha, aclTensor* out,
+                                              uint64_t* workspaceSize, aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnSubs(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                              nrtStream_t stream);
+NOP_API aclnnStatus aclnnMulsGetWorkspaceSize(const aclTensor* self, const aclScalar* other,
+                                              aclTensor* out, uint64_t* workspaceSize,
+                                              aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnMuls(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                              nrtStream_t stream);
+NOP_API aclnnStatus aclnnDivsGetWorkspaceSize(const aclTensor* self, const aclScalar* other,
+                                              aclTensor* out, uint64_t* workspaceSize,
+                                              aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnDivs(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                              nrtStream_t stream);
+
+// ---- Layer norm over the trailing dims (normalizedShape): out = (x - mean) * rstd * weight + bias
+// per row, mean / rstd (may be NULL) hold one value per row. input and out contiguous and of one
+// floating dtype; weight / bias (may be NULL) contiguous, of input's dtype or FLOAT.
+NOP_API aclnnStatus aclnnLayerNormGetWorkspaceSize(const aclTensor* input,
+                                                   const aclIntArray* normalizedShape,
+                                                   const aclTensor* weight, const aclTensor* bias,
+                                                   double eps, aclTensor* out, aclTensor* mean,
+                                                   aclTensor* rstd, uint64_t* workspaceSize,
+                                                   aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnLayerNorm(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                   nrtStream_t stream);
+
+// ---- Foreach ops: one launch for a whole list of tensors (an optimizer's parameters). Every
+// tensor contiguous, all of one floating dtype, the lists of equal lengths and shapes tensor by
+// tensor; `out` may be the first input list (in place).
+#define NOP_DECLARE_FOREACH(Name, ...)                                                              \
+  NOP_API aclnnStatus aclnn##Name##GetWorkspaceSize(__VA_ARGS__, aclTensorList* out,               \
+                                                    uint64_t* workspaceSize,                       \
+                                                    aclOpExecutor** executor);                     \
+  NOP_API aclnnStatus aclnn##Name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, \
+                                  nrtStream_t stream);
+NOP_DECLARE_FOREACH(ForeachAddListV2, const aclTensorList* x1, const aclTensorList* x2,
+                    const aclScalar* alpha)                       // x1 + alpha * x2
+NOP_DECLARE_FOREACH(ForeachAddScalarV2, const aclTensorList* x, const aclScalar* scalar)
+NOP_DECLARE_FOREACH(ForeachMulScalarV2, const aclTensorList* x, const aclScalar* scalar)
+NOP_DECLARE_FOREACH(ForeachDivScalarList, const aclTensorList* x, const aclScalarList* scalars)
+NOP_DECLARE_FOREACH(ForeachSqrt, const aclTensorList* x)
+NOP_DECLARE_FOREACH(ForeachLerpScalar, const aclTensorList* x1, const aclTensorList* x2,
+                    const aclScalar* weight)                      // x1 + weight * (x2 - x1)
+NOP_DECLARE_FOREACH(ForeachAddcmulScalarV2, const aclTensorList* x1, const aclTensorList* x2,
+                    const aclTensorList* x3, const aclScalar* scalar)     // x1 + scalar * x2 * x3
+NOP_DECLARE_FOREACH(ForeachAddcdivScalarList, const aclTensorList* x1, const aclTensorList* x2,
+                    const aclTensorList* x3, const aclScalarList* scalars)  // x1 + s * x2 / x3
+#undef NOP_DECLARE_FOREACH
+
 // Unary: out = f(self), self broadcast to out.
 #define NOP_DECLARE_UNARY(Name)                                                                   \
   NOP_API aclnnStatus aclnn##Name##GetWorkspaceSize(const aclTensor* self, aclTensor* out,       \

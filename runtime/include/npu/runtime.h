@@ -79,6 +79,18 @@ NRT_API nrtError_t nrtMemGetInfo(size_t* free_bytes, size_t* total_bytes);  // c
 // Which device owns ptr (anywhere inside an allocation); NRT_ERROR_INVALID_POINTER if none.
 NRT_API nrtError_t nrtPointerGetDevice(const void* ptr, int32_t* device);
 
+// Virtual memory, for allocators that grow a block in place (expandable segments): reserve an
+// address range on the current device (costs no capacity), then map and unmap page-aligned parts of
+// it; mapped pages count against NPU_SIM_MEMORY like nrtMalloc's and read as zeros when mapped.
+// Mapped parts are device memory for every other call (copies, nrtPointerGetDevice); a contiguous
+// mapped run acts as one allocation. On ACL: aclrtReserveMemAddress, aclrtMallocPhysical +
+// aclrtMapMem, aclrtUnmapMem + aclrtFreePhysical, aclrtReleaseMemAddress.
+NRT_API nrtError_t nrtMemGetAllocationGranularity(size_t* granularity);  // page size of map/unmap
+NRT_API nrtError_t nrtReserveMemAddress(void** ptr, size_t size);
+NRT_API nrtError_t nrtReleaseMemAddress(void* ptr);  // unmaps what is still mapped, then releases
+NRT_API nrtError_t nrtMapMem(void* ptr, size_t size);    // maps unmapped pages of a reservation
+NRT_API nrtError_t nrtUnmapMem(void* ptr, size_t size);  // unmaps mapped pages of a reservation
+
 // Page-locked ("pinned") host memory; async copies from / to it do not block the caller.
 NRT_API nrtError_t nrtMallocHost(void** ptr, size_t size);
 NRT_API nrtError_t nrtFreeHost(void* ptr);

@@ -1,0 +1,118 @@
+// NPUDeviceCachingAllocator.h - one device's caching allocator: pools, block splitting and merging,
+// per-stream reuse, record_stream, statistics, memory fraction, PYTORCH_NPU_ALLOC_CONF (max split
+// size, garbage collection, power-of-two rounding, expandable segments) and memory history.
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <atomic>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "csrc/core/NPUBlockPool.h"
+
+namespace c10_npu::NPUCachingAllocator {
+
+using c10::CachingDeviceAllocator::CreateContextFn;
+using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::RecordContext;
+using c10::CachingDeviceAllocator::SegmentInfo;
+using c10::CachingDeviceAllocator::TraceEntry;
+
+// Memory obtained from the runtime: one nrtMalloc block, or an expandable segment (a reserved
+// address range whose pages are mapped as it grows).
+struct Segment {
+  char* base;
+  size_t size;  // bytes allocated, or the reserved range of an expandable segment
+  nrtStream_t stream;
+  BlockPool* pool;
+  bool expandable;
+  Block* head;          // the block at `base`
+  size_t mapped = 0;    // expandable: bytes mapped now
+  std::shared_ptr<c10::GatheredContext> context;  // where it was allocated (memory history)
+};
+
+class DeviceCachingAllocator {
+ public:
+  explicit DeviceCachingAllocator(int device);
+
+  Block* malloc(size_t request, nrtStream_t stream);
+  void free(Block* block);
+  void recordStream(Block* block, nrtStream_t stream);
+  void emptyCache();
+  void setMemoryFraction(double fraction);
+  DeviceStats stats();
+  void resetPeak();
+  void resetAccumulated();
+  std::string summary();
+
+  // Memory history (torch.npu.memory._record_memory_history / _snapshot).
+  void recordHistory(bool enabled, CreateContextFn context_fn, size_t max_entries,
+                     RecordContext when, bool clear);
+  std::vector<SegmentInfo> segments();
+  std::vector<TraceEntry> trace();
+
+ private:
+  // Pools and blocks (NPUDeviceCachingAllocator.cpp).
+  Block* findFreeBlock(const AllocatorSettings& settings, BlockPool& pool, nrtStream_t stream,
+                       size_t size);
+  Block* allocSegment(const AllocatorSettings& settings, BlockPool& pool, nrtStream_t stream,
+                      size_t size, const std::shared_ptr<c10::GatheredContext>& context);
+  Block* splitAndActivate(Block* block, BlockPool& pool, size_t size, size_t request);
+  void freeBlock(Block* block);
+  void insertFree(Block* block);
+  void processEvents();
+  void synchronizePendingEvents();
+  void synchronizeDevice();
+  void releaseCachedBlocks();
+  void releaseSegment(Segment* segment);
+  void collectGarbage(const AllocatorSettings& settings);
+  size_t allowedMemory();
+  [[noreturn]] void throwOutOfMemory(size_t request, std::unique_lock<std::mutex>& lock);
+
+  // Expandable segments (NPUExpandableSegments.cpp).
+  Block* growExpandable(BlockPool& pool, nrtStream_t stream, size_t size,
+                        const std::shared_ptr<c10::GatheredContext>& context);
+  Segment* expandableSegmentFor(BlockPool& pool, nrtStream_t stream,
+                                const std::shared_ptr<c10::GatheredContext>& context);
+  void unmapFreePages(Block* block);
+  Block* splitOff(Block* block, size_t offset);
+  void insertUnmapped(Block* block);
+
+  // History (NPUMemoryHistory.cpp).
+  std::shared_ptr<c10::GatheredContext> maybeGatherContext(RecordContext level);
+  void recordTrace(TraceEntry::Action action, size_t addr, size_t size, nrtStream_t stream,
+                   std::shared_ptr<c10::GatheredContext> context);
+
+  template <typename F>
+  static void forEachStat(const BlockPool& pool, F f) {
+    f(c10::CachingAllocator::StatType::AGGREGATE);
+    f(pool.is_small ? c10::CachingAllocator::StatType::SMALL_POOL
+                    : c10::CachingAllocator::StatType::LARGE_POOL);
+  }
+  std::vector<c10::CachingAllocator::StatArray*> statArrays();
+
+  const int device_;
+  std::mutex mutex_;
+  DeviceStats stats_;
+  BlockPool small_{true};
+  BlockPool large_{false};
+  std::list<std::unique_ptr<Segment>> segments_;
+  std::deque<std::pair<nrtEvent_t, Block*>> pending_;
+  size_t limit_ = 0;  // 0: the device's capacity is the only limit
+  size_t page_size_ = 0;
+
+  // Memory history: read without the lock on the allocation path, so flags are atomic.
+  std::atomic<bool> record_history_{false};
+  std::atomic<RecordContext> record_context_{RecordContext::NEVER};
+  CreateContextFn context_fn_ = nullptr;
+  size_t max_entries_ = 0;
+  std::vector<TraceEntry> trace_;  // a ring once it holds max_entries_
+  size_t trace_next_ = 0;          // where the next entry goes once the ring is full
+};
+
+}  // namespace c10_npu::NPUCachingAllocator

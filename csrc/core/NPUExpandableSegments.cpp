@@ -1,0 +1,152 @@
+// NPUExpandableSegments.cpp - expandable_segments:True: one reserved address range per (stream,
+// pool) whose pages are mapped as the pool grows and unmapped when the cache is emptied, so that
+// blocks of any size share one contiguous segment and the reserve follows the working set.
+#include <c10/core/DeviceGuard.h>
+
+#include "csrc/core/NPUDeviceCachingAllocator.h"
+
+namespace c10_npu::NPUCachingAllocator {
+
+using c10::CachingAllocator::StatType;
+
+namespace {
+size_t idx(StatType t) { return static_cast<size_t>(t); }
+size_t roundUp(size_t value, size_t step) { return (value + step - 1) / step * step; }
+}  // namespace
+
+Segment* DeviceCachingAllocator::expandableSegmentFor(
+    BlockPool& pool, nrtStream_t stream, const std::shared_ptr<c10::GatheredContext>& context) {
+  for (const auto& segment : segments_) {
+    if (segment->expandable && segment->pool == &pool && segment->stream == stream) {
+      return segment.get();
+    }
+  }
+  // The whole device's capacity in addresses: reserving costs nothing, and the segment can then
+  // grow as far as the capacity allows.
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+  size_t free_bytes = 0, total = 0;
+  if (nrtMemGetInfo(&free_bytes, &total) != NRT_SUCCESS) return nullptr;
+  const size_t size = roundUp(std::max(total, kExpandableLargeStep), page_size_);
+  void* base = nullptr;
+  if (nrtReserveMemAddress(&base, size) != NRT_SUCCESS) return nullptr;
+  auto* block = new Block(device_, stream, size, &pool, base);
+  block->mapped = false;
+  segments_.push_back(std::make_unique<Segment>(
+      Segment{static_cast<char*>(base), size, stream, &pool, true, block, 0, context}));
+  block->segment = segments_.back().get();
+  pool.unmapped.insert(block);
+  forEachStat(pool, [&](StatType t) { stats_.segment[idx(t)].increase(1); });
+  if (record_history_.load(std::memory_order_relaxed)) {
+    recordTrace(TraceEntry::SEGMENT_ALLOC, reinterpret_cast<size_t>(base), 0, stream, context);
+  }
+  return block->segment;
+}
+
+// Maps enough pages of the stream's expandable segment for a free block of `size` bytes (the new
+// pages continue a free block that ends where they start, if there is one) and hands that block
+// out; nullptr when the capacity or the memory fraction does not allow it.
+Block* DeviceCachingAllocator::growExpandable(BlockPool& pool, nrtStream_t stream, size_t size,
+                                              const std::shared_ptr<c10::GatheredContext>& context) {
+  Segment* segment = expandableSegmentFor(pool, stream, context);
+  if (segment == nullptr) return nullptr;
+  Block* target = nullptr;
+  size_t before = 0;
+  for (Block* b = segment->head; b != nullptr; b = b->next) {
+    if (b->mapped) continue;
+    const Block* p = b->prev;
+    before = (p && p->mapped && !p->allocated && p->pending_events == 0) ? p->size : 0;
+    if (before + b->size >= size) {
+      target = b;
+      break;
+    }
+  }
+  if (target == nullptr) return nullptr;
+  const size_t step = pool.is_small ? kExpandableSmallStep : kExpandableLargeStep;
+  const size_t need = std::min(roundUp(size - before, step), target->size);
+  const auto reserved = static_cast<size_t>(stats_.reserved_bytes[0].current);
+  if (limit_ != 0 && reserved + need > limit_) return nullptr;
+  {
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    if (nrtMapMem(target->ptr, need) != NRT_SUCCESS) return nullptr;
+  }
+  stats_.num_device_alloc++;
+  segment->mapped += need;
+  forEachStat(pool, [&](StatType t) { stats_.reserved_bytes[idx(t)].increase(need); });
+  if (record_history_.load(std::memory_order_relaxed)) {
+    recordTrace(TraceEntry::SEGMENT_MAP, reinterpret_cast<size_t>(target->ptr), need, stream,
+                context);
+  }
+  pool.unmapped.erase(target);
+  Block* mapped = target;
+  if (need < target->size) {
+    Block* rest = splitOff(target, need);  // still unmapped
+    pool.unmapped.insert(rest);
+  }
+  mapped->mapped = true;
+  insertFree(mapped);
+  // The new pages, with the free block before them, now hold `size`: the best fit finds it.
+  return findFreeBlock(allocatorSettings(), pool, stream, size);
+}
+
+// Unmaps the whole pages inside a free block of an expandable segment; the parts of pages shared
+// with neighbours stay mapped. A segment left without mapped pages is released.
+void DeviceCachingAllocator::unmapFreePages(Block* block) {
+  char* const begin = static_cast<char*>(block->ptr);
+  char* const end = begin + block->size;
+  const auto page = static_cast<uintptr_t>(page_size_);
+  char* first = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page);
+  char* last = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(end) / page * page);
+  if (last <= first) return;
+  BlockPool& pool = *block->pool;
+  Segment* segment = block->segment;
+  {
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    if (nrtUnmapMem(first, static_cast<size_t>(last - first)) != NRT_SUCCESS) return;
+  }
+  const auto bytes = static_cast<size_t>(last - first);
+  segment->mapped -= bytes;
+  stats_.num_device_free++;
+  forEachStat(pool, [&](StatType t) { stats_.reserved_bytes[idx(t)].decrease(bytes); });
+  if (record_history_.load(std::memory_order_relaxed)) {
+    recordTrace(TraceEntry::SEGMENT_UNMAP, reinterpret_cast<size_t>(first), bytes, block->stream,
+                nullptr);
+  }
+  pool.blocks.erase(block);
+  if (block->is_split()) {
+    forEachStat(pool, [&](StatType t) {
+      stats_.inactive_split[idx(t)].decrease(1);
+      stats_.inactive_split_bytes[idx(t)].decrease(block->size);
+    });
+  }
+  Block* hole = first > begin ? splitOff(block, static_cast<size_t>(first - begin)) : block;
+  Block* tail = last < end ? splitOff(hole, static_cast<size_t>(last - first)) : nullptr;
+  hole->mapped = false;
+  for (Block* piece : {hole != block ? block : nullptr, tail}) {
+    if (piece) insertFree(piece);  // the partial pages at either end stay cached
+  }
+  insertUnmapped(hole);
+  if (segment->head->next == nullptr && !segment->head->mapped) releaseSegment(segment);
+}
+
+// Puts unmapped address space into its pool, merged with unmapped neighbours.
+void DeviceCachingAllocator::insertUnmapped(Block* block) {
+  BlockPool& pool = *block->pool;
+  for (Block* neighbour : {block->prev, block->next}) {
+    if (!neighbour || neighbour->mapped) continue;
+    pool.unmapped.erase(neighbour);
+    if (neighbour == block->prev) {
+      block->ptr = neighbour->ptr;
+      block->prev = neighbour->prev;
+      if (block->prev) block->prev->next = block;
+      if (block->segment->head == neighbour) block->segment->head = block;
+    } else {
+      block->next = neighbour->next;
+      if (block->next) block->next->prev = block;
+    }
+    block->size += neighbour->size;
+    delete neighbour;
+  }
+  pool.unmapped.insert(block);
+}
+
+}  // namespace c10_npu::NPUCachingAllocator
