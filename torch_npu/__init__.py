@@ -130,6 +130,16 @@ def _transfer_from_environment() -> None:
 _transfer_from_environment()
 
 
+def _sanitizer_from_environment() -> None:
+    """TORCH_NPU_SANITIZER=1: the stream-race checker watches the whole program (docs/reliability.md)."""
+    from torch_npu.npu import _sanitizer
+
+    _sanitizer._from_env()
+
+
+_sanitizer_from_environment()
+
+
 def _register_compile() -> None:
     """torch.compile support, registered lazily (docs/graph_mode.md)."""
     from torch_npu import dynamo

@@ -8,6 +8,7 @@
 #include "csrc/core/NPUDeviceCachingAllocator.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
+#include "csrc/core/NPUTrace.h"
 
 namespace c10_npu::NPUCachingAllocator {
 
@@ -32,6 +33,7 @@ class NPUAllocator final : public c10::DeviceAllocator {
     const c10::Device device(c10::DeviceType::PrivateUse1, dev);
     if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, device};
     Block* block = this->device(dev).malloc(n, getCurrentNPUStream(dev).handle());
+    trace::memoryAllocated(block->ptr);
     return {block->ptr, block, &deleteBlock, device};
   }
 
@@ -80,6 +82,7 @@ NPUAllocator& allocator() {
 
 void deleteBlock(void* ctx) {
   auto* block = static_cast<Block*>(ctx);
+  trace::memoryFreed(block->ptr);
   allocator().device(block->device).free(block);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "csrc/core/NPUException.h"
+#include "csrc/core/NPUTrace.h"
 
 namespace c10_npu {
 
@@ -53,12 +54,13 @@ void device_synchronize(c10::DeviceIndex device) {
   const c10::DeviceIndex prev = current_device();
   if (prev == device) {
     NPU_CHECK(nrtDeviceSynchronize());
-    return;
+  } else {
+    NPU_CHECK(nrtSetDevice(device));
+    nrtError_t err = nrtDeviceSynchronize();
+    nrtSetDevice(prev);
+    NPU_CHECK(err);
   }
-  NPU_CHECK(nrtSetDevice(device));
-  nrtError_t err = nrtDeviceSynchronize();
-  nrtSetDevice(prev);
-  NPU_CHECK(err);
+  trace::deviceSynchronized();
 }
 
 }  // namespace c10_npu

@@ -5,6 +5,7 @@
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/core/NPUTrace.h"
 
 namespace c10_npu {
 
@@ -62,13 +63,16 @@ void NPUGuardImpl::record(void** event, const c10::Stream& stream,
     nrtEvent_t created = nullptr;
     NPU_CHECK(nrtEventCreate(&created));
     *event = created;
+    trace::eventCreated(created);
   }
   NPU_CHECK(nrtEventRecord(static_cast<nrtEvent_t>(*event), NPUStream(stream).handle()));
+  trace::eventRecorded(*event, stream);
 }
 
 void NPUGuardImpl::block(void* event, const c10::Stream& stream) const {
   if (event == nullptr) return;  // never recorded: nothing to wait for
   NPU_CHECK(nrtStreamWaitEvent(NPUStream(stream).handle(), static_cast<nrtEvent_t>(event)));
+  trace::eventWaited(event, stream);
 }
 
 bool NPUGuardImpl::queryEvent(void* event) const {
@@ -80,11 +84,15 @@ bool NPUGuardImpl::queryEvent(void* event) const {
 }
 
 void NPUGuardImpl::destroyEvent(void* event, const c10::DeviceIndex) const noexcept {
-  if (event != nullptr) nrtEventDestroy(static_cast<nrtEvent_t>(event));
+  if (event == nullptr) return;
+  trace::eventDestroyed(event);
+  nrtEventDestroy(static_cast<nrtEvent_t>(event));
 }
 
 void NPUGuardImpl::synchronizeEvent(void* event) const {
-  if (event != nullptr) NPU_CHECK(nrtEventSynchronize(static_cast<nrtEvent_t>(event)));
+  if (event == nullptr) return;
+  NPU_CHECK(nrtEventSynchronize(static_cast<nrtEvent_t>(event)));
+  trace::eventSynchronized(event);
 }
 
 double NPUGuardImpl::elapsedTime(void* event1, void* event2, const c10::DeviceIndex) const {

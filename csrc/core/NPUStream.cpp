@@ -10,6 +10,7 @@
 
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
+#include "csrc/core/NPUTrace.h"
 
 namespace c10_npu {
 namespace {
@@ -68,7 +69,10 @@ bool NPUStream::query() const {
   return true;
 }
 
-void NPUStream::synchronize() const { NPU_CHECK(nrtStreamSynchronize(handle())); }
+void NPUStream::synchronize() const {
+  NPU_CHECK(nrtStreamSynchronize(handle()));
+  trace::streamSynchronized(stream_);
+}
 
 NPUStream getDefaultNPUStream(c10::DeviceIndex device) {
   device = resolve(device);

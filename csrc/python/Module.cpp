@@ -10,6 +10,7 @@
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
+#include "csrc/core/NPUTrace.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/python/Distributed.h"
 #include "csrc/python/AccuracyBindings.h"
@@ -24,6 +25,7 @@ namespace py = pybind11;
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
+  c10_npu::trace::setGilCheck([] { return Py_IsInitialized() && PyGILState_Check() != 0; });
   torch_npu::python::initDistributedBindings(m);
   torch_npu::python::initProfilerBindings(m);
   torch_npu::python::initAccuracyBindings(m);
