@@ -6,7 +6,8 @@ DEPS_STAMP := $(VENV)/.deps-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
-.PHONY: all build test test-cpp test-python demo bench bench-deps system-deps clean conformance supported-ops optests
+.PHONY: all build test test-cpp test-cpp-asan test-python demo bench bench-deps system-deps clean conformance supported-ops optests \
+	sanitize sanitize-tsan sanitize-adapter fuzz
 
 all: build
 
@@ -39,7 +40,54 @@ test-cpp: $(DEPS_STAMP) system-deps
 test-python: build
 	cd tests && ../$(VPY) -m pytest -q -p no:cacheprovider .
 
-test: test-cpp test-python
+# The runtime and opslib suites again under AddressSanitizer + UndefinedBehaviorSanitizer (and, for
+# `make sanitize`, ThreadSanitizer), in build dirs of their own: the normal build is untouched.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g
+TSAN_FLAGS := -fsanitize=thread -g
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# $(1): asan | tsan, $(2): compiler and linker flags
+define san_cpp
+	@for lib in runtime opslib; do \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S $$lib -B build/$(1)/$$lib -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DCMAKE_CXX_FLAGS="$(2)" -DCMAKE_EXE_LINKER_FLAGS="$(2)" -DCMAKE_SHARED_LINKER_FLAGS="$(2)" >/dev/null && \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/$(1)/$$lib && \
+	  $(SAN_ENV) PATH=$(CURDIR)/$(VENV)/bin:$$PATH ctest --test-dir build/$(1)/$$lib --output-on-failure -j 2 || exit 1; \
+	done
+endef
+
+test-cpp-asan: $(DEPS_STAMP) system-deps
+	$(call san_cpp,asan,$(ASAN_FLAGS))
+
+sanitize-tsan: $(DEPS_STAMP) system-deps
+	$(call san_cpp,tsan,$(TSAN_FLAGS))
+
+# The whole package (runtime, opslib, adapter, extension) built with ASan + UBSan into build/asan/site,
+# then a representative slice of the Python suite run on it with libasan preloaded into the venv's
+# Python (leak checking off: the interpreter itself keeps memory until exit).
+SANITIZE_TESTS ?= test_tensor_ops.py test_streams_events.py test_memory.py test_engine_errors.py \
+	test_device.py test_sanitizer.py test_fuzz.py
+sanitize-adapter: $(DEPS_STAMP) system-deps
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S . -B build/asan/adapter -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DPython_EXECUTABLE=$(CURDIR)/$(VPY) -DCMAKE_CXX_FLAGS="$(ASAN_FLAGS)" -DCMAKE_C_FLAGS="$(ASAN_FLAGS)" \
+	  -DCMAKE_EXE_LINKER_FLAGS="$(ASAN_FLAGS)" -DCMAKE_SHARED_LINKER_FLAGS="$(ASAN_FLAGS)" \
+	  -DCMAKE_MODULE_LINKER_FLAGS="$(ASAN_FLAGS)" >/dev/null
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/asan/adapter
+	rm -rf build/asan/site && mkdir -p build/asan/site && cp -r torch_npu torchair build/asan/site/
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --install build/asan/adapter --prefix build/asan/site >/dev/null
+	cd tests && PYTHONPATH=$(CURDIR)/build/asan/site LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ../$(VPY) -m pytest -q -p no:cacheprovider -x $(SANITIZE_TESTS)
+
+sanitize: test-cpp-asan sanitize-tsan sanitize-adapter
+
+# Property-based fuzzing of the runtime C API, torch.npu.* and the npu ops with many cases, each
+# target in a child process (a crash or hang is reported with the case that caused it).
+FUZZ_EXAMPLES ?= 3000
+fuzz: build
+	cd tests && ../$(VPY) -m fuzz.runner --examples $(FUZZ_EXAMPLES)
+
+test: test-cpp test-cpp-asan test-python
 
 # PyTorch's OpInfo tests on npu, every op (test-python runs a representative slice); prints the counts.
 conformance: build

@@ -99,12 +99,37 @@ at::ScalarType toScalarType(aclDataType type) {
   throw std::invalid_argument("unsupported data type " + std::to_string(static_cast<int>(type)));
 }
 
+// A CPU kernel over a view past its storage (freed, or shrunk under the tensor) would read or write
+// outside the allocation: refuse it while the op is prepared, as opslib's own ops do.
+static void checkExtent(const aclTensor& tensor, std::span<const int64_t> sizes,
+                 std::span<const int64_t> strides) {
+  if (tensor.numel() == 0) return;
+  if (tensor.data == nullptr) {
+    throw std::invalid_argument("an operand with " + std::to_string(tensor.numel()) +
+                                " elements has no memory (its storage was freed or resized to 0)");
+  }
+  int64_t lowest = tensor.offset, highest = tensor.offset;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    (strides[i] < 0 ? lowest : highest) += (sizes[i] - 1) * strides[i];
+  }
+  const auto storage = tensor.storage_dims();
+  if (storage.empty()) return;  // private formats were staged before this check
+  int64_t storage_elements = 1;
+  for (int64_t d : storage) storage_elements *= d;
+  if (lowest < 0 || highest >= storage_elements) {
+    throw std::invalid_argument("an operand's view reaches elements [" + std::to_string(lowest) +
+                                ", " + std::to_string(highest) + "] of a storage of " +
+                                std::to_string(storage_elements) + " elements");
+  }
+}
+
 at::Tensor hostTensor(const aclTensor* tensor) {
   if (tensor == nullptr) return at::Tensor();
   if (npu::formats::IsPrivateFormat(tensor->format)) return stage(tensor, /*written=*/false);
   const at::ScalarType dtype = toScalarType(tensor->dtype);
   const auto sizes = tensor->sizes();
   const auto strides = tensor->strides();
+  checkExtent(*tensor, sizes, strides);
   char* base = static_cast<char*>(tensor->data) + tensor->offset * c10::elementSize(dtype);
   return at::from_blob(base, at::IntArrayRef(sizes.data(), sizes.size()),
                        at::IntArrayRef(strides.data(), strides.size()),

@@ -19,7 +19,7 @@ CLEAR_TYPES = (RuntimeError, ValueError, TypeError, IndexError, OverflowError, N
 # Text that shows an error escaped from the implementation instead of being reported.
 UNCLEAR_MARKS = ("INTERNAL ASSERT FAILED", "please report a bug", "std::", "basic_string",
                  "bad_alloc", "vector::_M", "unordered_map::at", "npu:-", "Unknown error",
-                 "Exception raised from", "nrtError", "unspecified")
+                 "Exception raised from", "nrtError")
 
 
 def unclear(exc: BaseException) -> str | None:

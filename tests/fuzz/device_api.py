@@ -113,6 +113,7 @@ def run(examples: int, journal, seed=None) -> list[str]:
         journal.case(f"device_api: {name}")
         try:
             CALLS[name](draw)
+            journal.succeeded += 1
         except BaseException as exc:  # noqa: BLE001 - judging every exception is the point
             why = unclear(exc)
             if why:

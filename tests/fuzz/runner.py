@@ -28,6 +28,7 @@ class Journal:
         self.path = path
         self.cases = 0
         self.calls = 0
+        self.succeeded = 0  # cases that returned normally (the rest raised)
 
     def case(self, description: str) -> None:
         self.cases += 1
@@ -83,7 +84,7 @@ def _child(target: str, examples: int, journal_path: str, seed: int | None) -> N
     module = importlib.import_module(f"fuzz.{target}")
     journal = Journal(journal_path)
     failures = module.run(examples, journal, seed)
-    print(json.dumps({"cases": journal.cases, "calls": journal.calls, "failures": failures[:20],
+    print(json.dumps({"cases": journal.cases, "calls": journal.calls, "succeeded": journal.succeeded, "failures": failures[:20],
                       "failure_count": len(failures)}), flush=True)
 
 
@@ -105,7 +106,8 @@ def main(argv=None) -> int:
         r = run_target(target, args.examples, args.timeout, args.seed)
         total += r["cases"]
         status = "crash" if r["crash"] else "hang" if r["hang"] else f"{r.get('failure_count', 0)} unclear"
-        print(f"{target:12s} {r['cases']:6d} cases {r['calls']:7d} calls {r['seconds']:7.1f}s  {status}")
+        print(f"{target:12s} {r['cases']:6d} cases {r['calls']:7d} calls {r.get('succeeded', 0):6d} ok "
+              f"{r['seconds']:7.1f}s  {status}")
         for detail in (r["crash"], r["hang"], *r["failures"]):
             if detail:
                 bad += 1
