@@ -18,11 +18,14 @@ inline uintptr_t streamKey(const c10::Stream& stream) {
   return streamKey(stream.device_index(), stream.id());
 }
 
-// Each call does nothing unless the checker has activated the trace; memory notifications also
-// skip threads that do not hold the GIL (a stream worker dropping the last reference to a block
-// must never wait for the interpreter; the next allocation of that address resets its history).
-// The adapter has no Python: the extension module installs the check "this thread holds the GIL".
-void setGilCheck(bool (*holds_gil)());
+// Each call does nothing unless the checker has activated the trace, and nothing on threads Python
+// does not know: a stream worker dropping the last reference to a block (or a communication thread
+// syncing) must never wait for the GIL a Python thread may hold while it waits for that worker.
+// A missed free costs nothing (the next allocation of the address resets its history).
+// Notifications are sent only while enabled (torch_npu.npu._sanitizer turns them on and off).
+void setEnabled(bool enabled);
+// The adapter has no Python: the extension module installs the check "this is a Python thread".
+void setPythonThreadCheck(bool (*is_python_thread)());
 
 void eventCreated(const void* event);
 void eventDestroyed(const void* event);

@@ -25,13 +25,15 @@ namespace py = pybind11;
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
-  c10_npu::trace::setGilCheck([] { return Py_IsInitialized() && PyGILState_Check() != 0; });
+  c10_npu::trace::setPythonThreadCheck(
+      [] { return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr; });
   torch_npu::python::initDistributedBindings(m);
   torch_npu::python::initProfilerBindings(m);
   torch_npu::python::initAccuracyBindings(m);
   torch_npu::python::initMemoryBindings(m);
   torch_npu::python::initFormatBindings(m);
   torch_npu::python::initGraphBindings(m);
+  m.def("_set_npu_trace_enabled", [](bool enabled) { c10_npu::trace::setEnabled(enabled); });
   m.def("_op_stats", [] {
     py::dict out;
     for (const auto& [name, v] : at_npu::native::opStatsSnapshot()) {

@@ -20,6 +20,7 @@ from torch.cuda import _sanitizer as _csan
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from torch_npu import _C
 from torch_npu.npu import _gpu_trace
 
 __all__ = ["NPUSanitizerErrors", "enable_npu_sanitizer", "disable_npu_sanitizer", "is_enabled"]
@@ -168,9 +169,11 @@ class _Sanitizer:
             self.handler.__init__()  # a fresh history: nothing before enabling is known
             self.mode = _NpuSanitizerMode(self.handler)
             self.mode.__enter__()
+            _C._set_npu_trace_enabled(True)
 
     def disable(self):
         if self.mode is not None:
+            _C._set_npu_trace_enabled(False)
             mode, self.mode = self.mode, None
             mode.__exit__(None, None, None)
 
