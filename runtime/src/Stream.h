@@ -11,21 +11,13 @@
 #include <thread>
 #include <vector>
 
+#include "Activity.h"
 #include "TaskQueue.h"
 #include "npu/runtime.h"
 
 namespace npu::runtime {
 
 class EventRecord;
-
-// Called around every task a worker runs when set (nrtSetTaskObserver-style hook for a profiler):
-// kept to one relaxed load per task while unset.
-struct TaskObserver {
-  virtual void OnTaskStart(uint64_t stream_id, uint64_t task_index) = 0;
-  virtual void OnTaskEnd(uint64_t stream_id, uint64_t task_index, bool failed) = 0;
-  virtual ~TaskObserver() = default;
-};
-void SetTaskObserver(TaskObserver* observer);
 
 class Stream {
  public:
@@ -47,6 +39,8 @@ class Stream {
     {
       TaskQueue::ProducerLock lock(queue_);
       if (stopping_.load(std::memory_order_relaxed)) return RefuseWork();
+      // Activity hook, before the worker can see the task: one relaxed load when recording is off.
+      if (activity::Active()) activity::TaskEnqueued(id_, device_, queue_.Published());
       Task& task = queue_.Reserve();
       task.Emplace(std::forward<F>(fn));
       task.after_count = after_count;
