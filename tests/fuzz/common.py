@@ -1,6 +1,7 @@
 """What every fuzz target shares: hypothesis settings, interesting values, the clear-error check."""
 
 import math
+import re
 
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis import seed as _seed
@@ -18,12 +19,15 @@ floats = st.sampled_from(ODD_FLOATS) | st.floats(-1e3, 1e3, allow_nan=False)
 CLEAR_TYPES = (RuntimeError, ValueError, TypeError, IndexError, OverflowError, NotImplementedError)
 # Text that shows an error escaped from the implementation instead of being reported.
 UNCLEAR_MARKS = ("INTERNAL ASSERT FAILED", "please report a bug", "std::", "basic_string",
-                 "bad_alloc", "vector::_M", "unordered_map::at", "npu:-", "Unknown error",
-                 "Exception raised from", "nrtError")
+                 "bad_alloc", "vector::_M", "unordered_map::at", "Unknown error",
+                 "Exception raised from", "nrtError", "error return without exception set")
+_NEGATIVE_DEVICE = re.compile(r"npu:(-\d+)")
 
 
-def unclear(exc: BaseException) -> str | None:
-    """None if `exc` is a clear user-facing error, else why it is not."""
+def unclear(exc: BaseException, given: str = "") -> str | None:
+    """None if `exc` is a clear user-facing error, else why it is not. `given` is the repr of the
+    case's arguments: a negative device index in the message must be one the user wrote, not an
+    index that wrapped around (999 reported as npu:-25)."""
     if not isinstance(exc, CLEAR_TYPES):
         return f"unexpected exception type {type(exc).__name__}"
     message = str(exc).split("\nException raised from")[0]
@@ -32,6 +36,9 @@ def unclear(exc: BaseException) -> str | None:
     for mark in UNCLEAR_MARKS:
         if mark.lower() in message.lower():
             return f"message contains {mark!r}"
+    for index in _NEGATIVE_DEVICE.findall(message):
+        if index not in given:
+            return f"message names device npu:{index}, which the caller did not write"
     return None
 
 

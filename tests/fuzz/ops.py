@@ -112,8 +112,8 @@ def run(examples: int, journal, seed=None) -> list[str]:
             op(*args, **kwargs)
             torch.npu.synchronize()
             journal.succeeded += 1
-        except BaseException as exc:  # noqa: BLE001 - judging every exception is the point
-            why = unclear(exc)
+        except Exception as exc:  # noqa: BLE001 - judging every exception is the point (hypothesis' own are BaseException)
+            why = unclear(exc, repr(described))
             if why:
                 problems.append(f"{op}({', '.join(described)}): {why}: {type(exc).__name__}: "
                                 f"{str(exc)[:300]}")
