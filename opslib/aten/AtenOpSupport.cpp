@@ -103,9 +103,11 @@ at::ScalarType toScalarType(aclDataType type) {
 // outside the allocation: refuse it while the op is prepared, as opslib's own ops do.
 static void checkExtent(const aclTensor& tensor, std::span<const int64_t> sizes,
                  std::span<const int64_t> strides) {
-  if (tensor.numel() == 0) return;
+  int64_t numel = 1;  // (aclTensor::numel lives inside opslib, not exported to this package)
+  for (int64_t s : sizes) numel *= s;
+  if (numel == 0) return;
   if (tensor.data == nullptr) {
-    throw std::invalid_argument("an operand with " + std::to_string(tensor.numel()) +
+    throw std::invalid_argument("an operand with " + std::to_string(numel) +
                                 " elements has no memory (its storage was freed or resized to 0)");
   }
   int64_t lowest = tensor.offset, highest = tensor.offset;
