@@ -28,7 +28,7 @@ __all__ = ["NPUSanitizerErrors", "enable_npu_sanitizer", "disable_npu_sanitizer"
 _aten = torch.ops.aten
 _FACTORY = re.compile("(new_.*|.*_like)")
 _THIS_FILE = os.path.abspath(__file__)
-_SKIPPED_FILES = (_THIS_FILE, os.path.abspath(_csan.__file__))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 class NPUSanitizerErrors(RuntimeError):
@@ -49,8 +49,9 @@ def _stream_name(key: int) -> str:
 
 
 def _user_frames(stack: traceback.StackSummary) -> str:
-    frames = [f for f in stack if os.path.abspath(f.filename) not in _SKIPPED_FILES
-              and "torch/utils/_python_dispatch" not in f.filename]
+    # PyTorch's own frames (dispatch, the trace callbacks) and this module's say nothing about the race.
+    frames = [f for f in stack if os.path.abspath(f.filename) != _THIS_FILE
+              and not os.path.abspath(f.filename).startswith(_TORCH_DIR)]
     return "".join(traceback.StackSummary.from_list(frames).format())
 
 
