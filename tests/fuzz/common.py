@@ -28,6 +28,8 @@ def unclear(exc: BaseException, given: str = "") -> str | None:
     """None if `exc` is a clear user-facing error, else why it is not. `given` is the repr of the
     case's arguments: a negative device index in the message must be one the user wrote, not an
     index that wrapped around (999 reported as npu:-25)."""
+    if isinstance(exc, AssertionError) and "not compiled with CUDA" in str(exc):
+        return None  # PyTorch's own answer to a cuda device in a CPU build: clear enough
     if not isinstance(exc, CLEAR_TYPES):
         return f"unexpected exception type {type(exc).__name__}"
     message = str(exc).split("\nException raised from")[0]
