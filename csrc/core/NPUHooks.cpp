@@ -51,6 +51,9 @@ struct NPUHooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+    TORCH_CHECK(static_cast<int64_t>(newsize) >= 0,
+                "storage resize_: the new size must be a non-negative number of bytes, got ",
+                static_cast<int64_t>(newsize));
     c10::DeviceGuard guard(storage.device());  // the new block belongs to the storage's device
     c10::DataPtr fresh = impl->allocator()->allocate(newsize);
     size_t keep = std::min(newsize, impl->nbytes());

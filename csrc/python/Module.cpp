@@ -25,8 +25,12 @@ namespace py = pybind11;
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
-  c10_npu::trace::setPythonThreadCheck(
-      [] { return Py_IsInitialized() && PyGILState_GetThisThreadState() != nullptr; });
+  // A Python thread may take the GIL for a trace notification, unless it holds it with an exception
+  // pending (a temporary freed while an error propagates): the notification would clobber it.
+  c10_npu::trace::setPythonThreadCheck([] {
+    if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return false;
+    return !(PyGILState_Check() && PyErr_Occurred() != nullptr);
+  });
   torch_npu::python::initDistributedBindings(m);
   torch_npu::python::initProfilerBindings(m);
   torch_npu::python::initAccuracyBindings(m);
