@@ -146,18 +146,9 @@ def test_synchronized_code_is_not_flagged(results, name):
 
 
 def test_environment_variable_enables_the_checker(run_python):
+    # Ordered code runs and prints; the race after it ends the program with the report.
     proc = run_python(
         """
-        import torch
-        a = torch.ones(100, device="npu")
-        s = torch.npu.Stream()
-        with torch.npu.stream(s):
-            a.add_(1)
-        """,
-        env={"TORCH_NPU_SANITIZER": "1"}, check=False)
-    assert proc.returncode != 0
-    assert "NPUSanitizerErrors" in proc.stderr and "Possible data race" in proc.stderr
-    clean = run_python("""
         import torch
         a = torch.ones(100, device="npu")
         s = torch.npu.Stream()
@@ -165,6 +156,12 @@ def test_environment_variable_enables_the_checker(run_python):
         with torch.npu.stream(s):
             a.add_(1)
         torch.npu.current_stream().wait_stream(s)
-        print(a.sum().item())
-        """, env={"TORCH_NPU_SANITIZER": "1"})
-    assert clean.stdout.strip() == "200.0"
+        print(a.sum().item(), flush=True)  # .item() synchronizes: everything so far is ordered
+        a.mul_(2)
+        with torch.npu.stream(s):
+            a.add_(1)  # races with the mul_ on the default stream
+        """,
+        env={"TORCH_NPU_SANITIZER": "1"}, check=False)
+    assert proc.stdout.strip() == "200.0", proc.stderr[-3000:]
+    assert proc.returncode != 0
+    assert "NPUSanitizerErrors" in proc.stderr and "Possible data race" in proc.stderr
