@@ -40,8 +40,8 @@ class Stream {
       TaskQueue::ProducerLock lock(queue_);
       if (stopping_.load(std::memory_order_relaxed)) return RefuseWork();
       // Activity hook, before the worker can see the task: one relaxed load when recording is off.
-      // An event's marker (after_count) is not a task of its own: the event record has its record.
-      if (activity::Active() && !after_count) activity::TaskEnqueued(id_, device_, queue_.Published());
+      // Event markers (after_count) are not tasks of their own for profilers: the event record is.
+      if (!after_count && activity::Active()) activity::TaskEnqueued(id_, device_, queue_.Published());
       Task& task = queue_.Reserve();
       task.Emplace(std::forward<F>(fn));
       task.after_count = after_count;
