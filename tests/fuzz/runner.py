@@ -9,6 +9,7 @@ prints one JSON line: the number of cases run and the failures (a case whose err
 """
 
 import argparse
+import collections
 import json
 import os
 import signal
@@ -84,7 +85,9 @@ def _child(target: str, examples: int, journal_path: str, seed: int | None) -> N
     module = importlib.import_module(f"fuzz.{target}")
     journal = Journal(journal_path)
     failures = module.run(examples, journal, seed)
-    print(json.dumps({"cases": journal.cases, "calls": journal.calls, "succeeded": journal.succeeded, "failures": failures[:20],
+    reasons = collections.Counter(f.split("]: ", 1)[-1].split(": ", 1)[0] for f in failures)
+    print(json.dumps({"cases": journal.cases, "calls": journal.calls, "succeeded": journal.succeeded,
+                      "reasons": reasons, "failures": failures[:20],
                       "failure_count": len(failures)}), flush=True)
 
 
@@ -108,6 +111,8 @@ def main(argv=None) -> int:
         status = "crash" if r["crash"] else "hang" if r["hang"] else f"{r.get('failure_count', 0)} unclear"
         print(f"{target:12s} {r['cases']:6d} cases {r['calls']:7d} calls {r.get('succeeded', 0):6d} ok "
               f"{r['seconds']:7.1f}s  {status}")
+        for reason, count in r.get("reasons", {}).items():
+            print(f"    {count:5d} x {reason}")
         for detail in (r["crash"], r["hang"], *r["failures"]):
             if detail:
                 bad += 1
