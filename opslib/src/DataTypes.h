@@ -188,6 +188,7 @@ constexpr const char* DataTypeName(aclDataType type) {
     case ACL_INT32: return "INT32";
     case ACL_INT64: return "INT64";
     case ACL_BOOL: return "BOOL";
+    default: break;  // codes this library does not know (ACL_DT_RANGE_ covers every int32)
   }
   return "UNKNOWN";
 }

@@ -31,11 +31,16 @@ struct ThreadCache {
   int local_count[kClasses] = {};
   std::atomic<FreeBlock*> remote[kClasses] = {};
   std::atomic<bool> alive{true};
+  ThreadCache* next_retired = nullptr;
 
   // The thread ends: blocks it still owns elsewhere are freed to the heap from now on. The cache
   // itself is never freed, since such blocks still point at it.
   void Retire() {
     alive.store(false, std::memory_order_seq_cst);
+    // Kept on a process-wide list: still reachable, so leak checkers do not report it.
+    next_retired = retired.load(std::memory_order_relaxed);
+    while (!retired.compare_exchange_weak(next_retired, this, std::memory_order_release)) {
+    }
     for (int c = 0; c < kClasses; ++c) {
       Release(local[c]);
       local[c] = nullptr;
@@ -43,6 +48,8 @@ struct ThreadCache {
       Release(remote[c].exchange(nullptr, std::memory_order_acquire));
     }
   }
+  static inline std::atomic<ThreadCache*> retired{nullptr};
+
   static void Release(FreeBlock* list) {
     while (list != nullptr) {
       FreeBlock* next = list->next;

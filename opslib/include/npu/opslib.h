@@ -40,6 +40,9 @@ typedef enum {
   ACL_DOUBLE = 11,
   ACL_BOOL = 12,
   ACL_BF16 = 27,
+  // Makes every int32 a value of the type: callers pass codes this library does not know, and
+  // C++ must be able to hold them to refuse them.
+  ACL_DT_RANGE_ = 0x7fffffff,
 } aclDataType;
 
 // Storage formats (values as in ACL). The plain ones (ND, NCHW, NHWC, NCDHW, NDHWC) are strided
@@ -178,7 +181,12 @@ NOP_API aclnnStatus aclnnSetExecutorOperands(aclOpExecutor* executor, const aclT
 // {dumpPath}/{YYYYmmddHHMMSS}/{device}/0/0/{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp},
 // with its inputs, outputs or both (format: docs/accuracy.md). Stop after synchronising so that
 // every launched op has written; ops launched before the stop still write.
-typedef enum { ACLNN_DUMP_OUTPUT = 0, ACLNN_DUMP_INPUT = 1, ACLNN_DUMP_ALL = 2 } aclnnDumpMode;
+typedef enum {
+  ACLNN_DUMP_OUTPUT = 0,
+  ACLNN_DUMP_INPUT = 1,
+  ACLNN_DUMP_ALL = 2,
+  ACLNN_DUMP_MODE_RANGE_ = 0x7fffffff,  // any int32 is a value (an unknown mode is refused, not UB)
+} aclnnDumpMode;
 NOP_API aclnnStatus aclnnDumpStart(const char* dumpPath, aclnnDumpMode mode, const char* const* opNames,
                                    uint64_t opNameNum);
 // ACLNN_ERR_INNER if a file could not be written (the message names it); the session ends anyway.
