@@ -8,6 +8,7 @@
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/distributed/StreamOrder.h"
 #include "csrc/framework/DeviceTask.h"
 
 namespace c10d_npu {
@@ -144,9 +145,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
       state_->transport().startExchange(c.fingerprint.encode(size_), size_, deadline));
   c10_npu::NPUStream comm = c10_npu::getCommunicationNPUStream(device.index());
   c10_npu::NPUStream caller = c10_npu::getCurrentNPUStream(device.index());
-  c10::Event ready(c10::DeviceType::PrivateUse1);
-  ready.record(caller.unwrap());
-  ready.block(comm.unwrap());
+  uint64_t caller_tasks = stream_order::taskCount(caller);
+  if (!stream_order::ordered(caller, comm, caller_tasks)) {
+    c10::Event ready(c10::DeviceType::PrivateUse1);
+    ready.record(caller.unwrap());
+    ready.block(comm.unwrap());
+    stream_order::noteEvent(caller, comm, caller_tasks);
+  }
   // The caller may free its tensors right away: their blocks are reused only after the
   // communication stream has passed this collective.
   for (const at::Tensor& t : c.tensors) {

@@ -45,6 +45,7 @@ class Stream {
   // would wait for itself.
   nrtError_t Synchronize();
   bool Idle() const;
+  uint64_t enqueued() const { return enqueued_hint_.load(std::memory_order_acquire); }
   bool OnWorkerThread() const { return std::this_thread::get_id() == worker_id_; }
   // The first failure since the last call (with a count of later ones), consumed by this call.
   std::optional<std::string> TakeError();
