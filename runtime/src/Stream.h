@@ -45,6 +45,7 @@ class Stream {
       Task& task = queue_.Reserve();
       task.Emplace(std::forward<F>(fn));
       task.after_count = after_count;
+      if (!after_count) tasks_.store(tasks_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
       queue_.Publish();
     }
     WakeWorker();
@@ -57,6 +58,8 @@ class Stream {
   // finishes within microseconds); refuses on its own worker, which would wait for itself.
   nrtError_t Synchronize();
   bool Idle() const { return retired_.load(std::memory_order_seq_cst) == queue_.Published(); }
+  // Tasks enqueued so far, event markers not counted (nrtStreamGetTaskCount).
+  uint64_t enqueued() const { return tasks_.load(std::memory_order_acquire); }
   bool OnWorkerThread() const { return std::this_thread::get_id() == worker_id_; }
   // The first failure since the last call (with a count of later ones), consumed by this call.
   std::optional<std::string> TakeError();
@@ -80,6 +83,7 @@ class Stream {
   const uint64_t generation_;
 
   TaskQueue queue_;
+  std::atomic<uint64_t> tasks_{0};  // written by the producer holding the queue's lock
   std::atomic<bool> stopping_{false};
   alignas(64) std::atomic<bool> worker_sleeping_{false};
   std::atomic<uint32_t> wake_{0};  // futex word the idle worker sleeps on

@@ -209,6 +209,16 @@ nrtError_t nrtStreamGetDevice(nrtStream_t stream, int32_t* device) {
   });
 }
 
+nrtError_t nrtStreamGetTaskCount(nrtStream_t stream, uint64_t* count) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (count == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamGetTaskCount: count is NULL");
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    *count = found->enqueued();
+    return NRT_SUCCESS;
+  });
+}
+
 nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     // Taken first, so that a refused launch does not leave its label to the next one.

@@ -109,6 +109,9 @@ NRT_API nrtError_t nrtStreamDestroy(nrtStream_t stream);  // waits for pending w
 NRT_API nrtError_t nrtStreamSynchronize(nrtStream_t stream);
 NRT_API nrtError_t nrtStreamQuery(nrtStream_t stream);  // NRT_SUCCESS or NRT_ERROR_NOT_READY
 NRT_API nrtError_t nrtStreamGetDevice(nrtStream_t stream, int32_t* device);
+// The number of tasks enqueued on the stream so far (host functions, kernels, copies, event waits):
+// its position in the stream's order. Equal counts mean nothing was enqueued in between.
+NRT_API nrtError_t nrtStreamGetTaskCount(nrtStream_t stream, uint64_t* count);
 NRT_API nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data);
 // Inside a host function: the message reported at the next sync if the function returns non-zero.
 NRT_API void nrtSetTaskErrMsg(const char* message);
