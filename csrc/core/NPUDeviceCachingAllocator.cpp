@@ -80,6 +80,7 @@ Block* DeviceCachingAllocator::malloc(size_t request, nrtStream_t stream) {
 }
 
 void DeviceCachingAllocator::free(Block* block) {
+  if (!owns(block)) return;  // a parent's block in a forked child: its runtime is gone
   std::shared_ptr<c10::GatheredContext> context = maybeGatherContext(RecordContext::ALL);
   std::lock_guard<std::mutex> lock(mutex_);
   block->allocated = false;
@@ -115,6 +116,7 @@ void DeviceCachingAllocator::free(Block* block) {
 }
 
 void DeviceCachingAllocator::recordStream(Block* block, nrtStream_t stream) {
+  if (!owns(block)) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (stream != block->stream) block->stream_uses.insert(stream);
 }

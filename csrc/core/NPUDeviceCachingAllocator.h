@@ -42,6 +42,7 @@ class DeviceCachingAllocator {
 
   Block* malloc(size_t request, nrtStream_t stream);
   void free(Block* block);
+  bool owns(const Block* block) const { return block->pool == &small_ || block->pool == &large_; }
   void recordStream(Block* block, nrtStream_t stream);
   void emptyCache();
   void setMemoryFraction(double fraction);
