@@ -12,6 +12,7 @@ TITLES = {
     "allocator": "5. Allocator",
     "distributed": "6. Distributed (hccl)",
     "profiling": "7. Profiling overhead",
+    "long_runs": "8. Long runs (leaks)",
 }
 
 
