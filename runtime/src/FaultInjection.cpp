@@ -1,6 +1,7 @@
 // FaultInjection.cpp - the NPU_SIM_FAULT grammar and when each injected fault fires.
 #include "FaultInjection.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +60,19 @@ bool MatchesOp(const std::string& wanted, const char* name) {
   if (name == nullptr) return false;
   std::string_view full(name);
   if (full == wanted) return true;
+  if (full.rfind("aclnn", 0) == 0) {
+    // A device op of the op library: "aclnnMm" is mm, "aclnnAddmm" addmm (case and '_' ignored).
+    std::string_view rest = full.substr(5);
+    size_t i = 0;
+    for (char c : wanted) {
+      if (c == '_') continue;
+      if (i >= rest.size() || std::tolower(static_cast<unsigned char>(rest[i])) != std::tolower(static_cast<unsigned char>(c))) {
+        return false;
+      }
+      ++i;
+    }
+    return i == rest.size();
+  }
   if (const size_t ns = full.find("::"); ns != std::string_view::npos) full.remove_prefix(ns + 2);
   if (full == wanted) return true;
   const size_t end = full.find_first_of(". ");
@@ -68,6 +82,12 @@ bool MatchesOp(const std::string& wanted, const char* name) {
 std::string Describe(const FaultRule& rule) { return StrCat("injected fault `", rule.text, "` (NPU_SIM_FAULT)"); }
 
 }  // namespace
+
+std::string LaunchSuffix(const char* site) {
+  if (site == nullptr || *site == '\0') return "";
+  if (*site == '(') return StrCat(" ", site);
+  return StrCat("\n  launched from ", site);
+}
 
 bool FaultRule::Fires() {
   const uint64_t index = seen.fetch_add(1, std::memory_order_relaxed);

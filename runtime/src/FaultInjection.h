@@ -34,6 +34,10 @@ struct FaultRule {
   bool Fires();  // counts one matching event
 };
 
+// "\n  launched from train.py:42" for a location, " (launched from ...)" for a launch tag as the op
+// library keeps it; "" without a site.
+std::string LaunchSuffix(const char* site);
+
 // What a task about to be reported complete must do.
 struct TaskFault {
   std::optional<std::string> failure;  // fail with this message

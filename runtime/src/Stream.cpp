@@ -148,7 +148,7 @@ std::optional<std::string> Stream::StuckTask() const {
                                Seconds(static_cast<double>(ran) / 1e9), ", longer than NPU_SIM_TASK_TIMEOUT=",
                                Seconds(static_cast<double>(options_.task_timeout.count()) / 1e9),
                                ": it looks stuck (the stream stays busy until it finishes)");
-  if (watch_site_ != nullptr) message += StrCat("\n  launched from ", watch_site_);
+  message += LaunchSuffix(watch_site_);
   return message;
 }
 
@@ -169,7 +169,7 @@ std::optional<std::string> Stream::ApplyFaults(const Task& task, std::chrono::na
     }
   }
   if (failure || !fault.failure) return failure;
-  if (task.site != nullptr) *fault.failure += StrCat("\n  launched from ", task.site);
+  *fault.failure += LaunchSuffix(task.site);
   return fault.failure;
 }
 
