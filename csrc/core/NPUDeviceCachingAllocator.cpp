@@ -216,7 +216,10 @@ Block* DeviceCachingAllocator::allocSegment(const AllocatorSettings& settings, B
   void* ptr = nullptr;
   {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
-    if (nrtMalloc(&ptr, bytes) != NRT_SUCCESS) return nullptr;
+    if (nrtMalloc(&ptr, bytes) != NRT_SUCCESS) {
+      runtime_refusal_ = nrtGetRecentErrMsg();
+      return nullptr;
+    }
   }
   stats_.num_device_alloc++;
   forEachStat(pool, [&](StatType t) {
@@ -469,6 +472,8 @@ void DeviceCachingAllocator::throwOutOfMemory(size_t request, std::unique_lock<s
     os << " If reserved but unallocated memory is large, try "
           "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
   }
+  if (!runtime_refusal_.empty()) os << " The runtime refused the allocation: " << runtime_refusal_;
+  runtime_refusal_.clear();
   os << "\n";
   lock.unlock();  // summary() takes the lock again
   std::string text = os.str() + summary();
