@@ -53,8 +53,9 @@ std::optional<FaultKind> ParseKind(std::string_view name) {
   return std::nullopt;
 }
 
-// `op` names an op as users write it: "mm" matches "aten::mm", "add" matches "aten::add.Tensor",
-// "copy_" matches "aten::copy_ (cpu -> npu)"; the full name matches too.
+// `op` names an op as users write it: "mm" matches "aten::mm" and the op library's "aclnnMm", "add"
+// matches "aten::add.Tensor", "copy_" matches "aten::copy_ (cpu -> npu)", "all_reduce" matches the
+// collective "hccl all_reduce"; the full name matches too.
 bool MatchesOp(const std::string& wanted, const char* name) {
   if (wanted.empty()) return true;
   if (name == nullptr) return false;
@@ -74,6 +75,7 @@ bool MatchesOp(const std::string& wanted, const char* name) {
     return i == rest.size();
   }
   if (const size_t ns = full.find("::"); ns != std::string_view::npos) full.remove_prefix(ns + 2);
+  if (full.rfind("hccl ", 0) == 0) full.remove_prefix(5);  // collectives: "hccl all_reduce"
   if (full == wanted) return true;
   const size_t end = full.find_first_of(". ");
   return end != std::string_view::npos && full.substr(0, end) == wanted;

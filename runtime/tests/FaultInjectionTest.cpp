@@ -70,7 +70,7 @@ TEST_F(FaultInjectionTest, MemcpyFailFailsSyncCopiesAtOnceAndAsyncCopiesAtTheSyn
   NRT_ASSERT_OK(nrtMalloc(&device, 64));
   char host[64] = {1};
   ASSERT_EQ(nrtMemcpy(device, host, sizeof(host), NRT_MEMCPY_HOST_TO_DEVICE), NRT_ERROR_TASK_FAILED);
-  EXPECT_NE(std::string(nrtGetRecentErrMsg()).find("memcpy (host to device, 64 bytes) failed on npu:0"),
+  EXPECT_NE(std::string(nrtGetRecentErrMsg()).find("memcpy (NRT_MEMCPY_HOST_TO_DEVICE, 64 bytes) failed on npu:0"),
             std::string::npos)
       << nrtGetRecentErrMsg();
   NRT_ASSERT_OK(nrtMemcpyAsync(host, device, sizeof(host), NRT_MEMCPY_DEVICE_TO_HOST, nullptr));
