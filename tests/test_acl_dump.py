@@ -25,7 +25,8 @@ def _files(root):
 
 
 def test_seed_example_add(tmp_path):
-    """The seed's single-op dump: a.add_(1) between init_dump / set_dump and finalize_dump."""
+    """The seed's single-op dump: a.add_(1) between init_dump / set_dump and finalize_dump. A Python
+    scalar operand makes it the tensor-scalar op Adds (aclnnAdds), as on a device."""
     a = torch.tensor([2.0, 2.0]).to("npu:0")
     torch.npu.init_dump()
     torch.npu.set_dump(_config(tmp_path))
@@ -37,28 +38,28 @@ def test_seed_example_add(tmp_path):
     rel = os.path.relpath(files[0], tmp_path / "out").split(os.sep)
     assert len(rel) == 5 and len(rel[0]) == 14 and rel[1:4] == ["0", "0", "0"]
     op_type, op_name, task_id, stream_id, timestamp = rel[4].split(".")
-    assert (op_type, op_name, task_id) == ("Add", "Add_0", "0") and int(stream_id) >= 0 and int(timestamp) > 0
+    assert (op_type, op_name, task_id) == ("Adds", "Adds_0", "0") and int(stream_id) >= 0 and int(timestamp) > 0
     op = read_dump(files[0])
-    assert op.header["launch"] == "aclnnAdd" and "test_acl_dump.py" in op.header["tag"]
+    assert op.header["launch"] == "aclnnAdds" and "test_acl_dump.py" in op.header["tag"]
     roles = [(t["role"], t["index"]) for t in op.tensors]
-    assert roles == [("input", 0), ("input", 1), ("output", 0)]
+    assert roles == [("input", 0), ("output", 0)]
     np.testing.assert_array_equal(op.tensors[0]["array"], [2.0, 2.0])   # self before the in-place add
-    np.testing.assert_array_equal(op.tensors[2]["array"], [3.0, 3.0])
+    np.testing.assert_array_equal(op.tensors[1]["array"], [3.0, 3.0])
     result = convert(str(tmp_path / "out"), str(tmp_path / "npy"))
-    assert len(result.rows) == 3
+    assert len(result.rows) == 2
     np.testing.assert_array_equal(np.load(tmp_path / "npy" / f"{rel[4]}.output.0.npy"), [3.0, 3.0])
-    assert (tmp_path / "npy" / "summary.csv").read_text().count("\n") == 4
+    assert (tmp_path / "npy" / "summary.csv").read_text().count("\n") == 3
 
 
 def test_dump_list_and_mode(tmp_path):
     torch.npu.init_dump()
-    torch.npu.set_dump(_config(tmp_path, dump_list=[{"model_name": "m", "layer": ["Mul", "aclnnGelu"]}],
+    torch.npu.set_dump(_config(tmp_path, dump_list=[{"model_name": "m", "layer": ["Muls", "aclnnGelu"]}],
                                dump_mode="output"))
     x = torch.randn(4, 4).npu()
     y = torch.nn.functional.gelu(x * 2 + 1)
     torch.npu.finalize_dump()
     names = sorted(os.path.basename(f).split(".")[0] for f in _files(tmp_path / "out"))
-    assert names == ["Gelu", "Mul"]
+    assert names == ["Gelu", "Muls"]
     for f in _files(tmp_path / "out"):
         op = read_dump(f)
         assert [t["role"] for t in op.tensors] == ["output"]
@@ -105,7 +106,7 @@ def test_acl_dump_data_environment_variable(tmp_path, run_python):
                                                             "dump_mode": "output", "dump_op_switch": "on"}}))
     run_python("import torch, torch_npu\nprint((torch.ones(3).npu() * 5).cpu())", env={"ACL_DUMP_DATA": "1"})
     files = _files(tmp_path / "dumped")
-    assert [os.path.basename(f).split(".")[0] for f in files] == ["Mul"]
+    assert [os.path.basename(f).split(".")[0] for f in files] == ["Muls"]
     np.testing.assert_array_equal(read_dump(files[0]).tensors[0]["array"], [5.0, 5.0, 5.0])
 
 

@@ -72,6 +72,7 @@ Block* DeviceCachingAllocator::malloc(size_t request, nrtStream_t stream) {
   }
   block = splitAndActivate(block, pool, size, request);
   block->context = std::move(context);
+  reportToProfiler(block, static_cast<int64_t>(block->size));
   if (record_history_.load(std::memory_order_relaxed)) {
     recordTrace(TraceEntry::ALLOC, reinterpret_cast<size_t>(block->ptr), request, stream,
                 record_context_.load() >= RecordContext::ALLOC ? block->context : nullptr);
@@ -91,6 +92,7 @@ void DeviceCachingAllocator::free(Block* block) {
     stats_.allocated_bytes[idx(t)].decrease(block->size);
     stats_.requested_bytes[idx(t)].decrease(block->requested);
   });
+  reportToProfiler(block, -static_cast<int64_t>(block->size));
   if (!block->pool->is_small && block->size >= settings.max_split_size) {
     stats_.oversize_allocations.decrease(1);
   }
@@ -235,6 +237,13 @@ Block* DeviceCachingAllocator::allocSegment(const AllocatorSettings& settings, B
     recordTrace(TraceEntry::SEGMENT_ALLOC, reinterpret_cast<size_t>(ptr), bytes, stream, context);
   }
   return block;
+}
+
+// Allocation events for torch.profiler's profile_memory (memory views, NPU Mem columns).
+void DeviceCachingAllocator::reportToProfiler(const Block* block, int64_t delta) {
+  c10::reportMemoryUsageToProfiler(block->ptr, delta, stats_.allocated_bytes[0].current,
+                                   stats_.reserved_bytes[0].current,
+                                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
 }
 
 Block* DeviceCachingAllocator::splitAndActivate(Block* block, BlockPool& pool, size_t size,

@@ -64,6 +64,7 @@ class DeviceCachingAllocator {
   Block* allocSegment(const AllocatorSettings& settings, BlockPool& pool, nrtStream_t stream,
                       size_t size, const std::shared_ptr<c10::GatheredContext>& context);
   Block* splitAndActivate(Block* block, BlockPool& pool, size_t size, size_t request);
+  void reportToProfiler(const Block* block, int64_t delta);
   void freeBlock(Block* block);
   void insertFree(Block* block);
   void processEvents();

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "Activity.h"
 #include "TaskQueue.h"
 #include "npu/runtime.h"
 
@@ -26,15 +27,6 @@ struct StreamOptions {
   FaultInjector* faults = nullptr;
   std::chrono::nanoseconds task_timeout{0};
 };
-
-// Called around every task a worker runs when set (nrtSetTaskObserver-style hook for a profiler):
-// kept to one relaxed load per task while unset.
-struct TaskObserver {
-  virtual void OnTaskStart(uint64_t stream_id, uint64_t task_index) = 0;
-  virtual void OnTaskEnd(uint64_t stream_id, uint64_t task_index, bool failed) = 0;
-  virtual ~TaskObserver() = default;
-};
-void SetTaskObserver(TaskObserver* observer);
 
 class Stream {
  public:
@@ -61,6 +53,9 @@ class Stream {
     {
       TaskQueue::ProducerLock lock(queue_);
       if (stopping_.load(std::memory_order_relaxed)) return RefuseWork();
+      // Activity hook, before the worker can see the task: one relaxed load when recording is off.
+      // Event markers (after_count) are not tasks of their own for profilers: the event record is.
+      if (!after_count && activity::Active()) activity::TaskEnqueued(id_, device_, queue_.Published());
       Task& task = queue_.Reserve();
       task.Emplace(std::forward<F>(fn));
       task.after_count = after_count;
