@@ -72,6 +72,15 @@ class NPUAllocator final : public c10::DeviceAllocator {
     return {free_bytes, total};
   }
 
+  // In a forked child: the parent's device memory belongs to a runtime the child abandoned. The
+  // per-device allocators (and whatever locks parent threads held in them) are leaked; blocks of
+  // the parent's tensors are then foreign to the new ones, whose free() ignores them.
+  void forgetAfterFork() noexcept {
+    for (auto& device : devices_) (void)device.release();
+    devices_.clear();
+    new (&init_) std::once_flag();
+  }
+
  private:
   std::once_flag init_;
   std::atomic<bool> ready_{false};
@@ -102,6 +111,8 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
 }
 
 void emptyCache() { allocator().emptyCache({0, 0}); }
+
+void forgetCachedMemoryAfterFork() noexcept { allocator().forgetAfterFork(); }
 
 void setMemoryFraction(double fraction, c10::DeviceIndex device) {
   TORCH_CHECK(fraction > 0 && fraction <= 1, "memory fraction must be in (0, 1], got ", fraction);

@@ -21,13 +21,24 @@ struct DeviceStreams {
   std::atomic<uint32_t> next_pool{0};
 };
 
-std::vector<std::unique_ptr<DeviceStreams>>& registry() {
-  static auto* streams = [] {
-    auto* v = new std::vector<std::unique_ptr<DeviceStreams>>();
-    for (int i = 0; i < device_count(); ++i) v->push_back(std::make_unique<DeviceStreams>());
-    return v;
+using Registry = std::vector<std::unique_ptr<DeviceStreams>>;
+
+Registry* newRegistry() {
+  auto* v = new Registry();
+  for (int i = 0; i < device_count(); ++i) v->push_back(std::make_unique<DeviceStreams>());
+  return v;
+}
+
+// Leaked; replaced (the old one leaked too) in a forked child, whose runtime has no streams yet.
+std::atomic<Registry*> g_registry{nullptr};
+
+Registry& registry() {
+  static const bool created = [] {
+    g_registry.store(newRegistry());
+    return true;
   }();
-  return *streams;
+  (void)created;
+  return *g_registry.load(std::memory_order_acquire);
 }
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {
@@ -40,6 +51,10 @@ c10::DeviceIndex resolve(c10::DeviceIndex device) {
 thread_local std::vector<c10::StreamId> tls_current;
 
 }  // namespace
+
+void forgetStreamsAfterFork() noexcept {
+  if (g_registry.load() != nullptr) g_registry.store(newRegistry());
+}
 
 NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "Error.h"
+#include "FaultInjection.h"
 #include "Log.h"
 #include "Runtime.h"
 
@@ -185,6 +186,9 @@ extern "C" {
 nrtError_t nrtMalloc(void** ptr, size_t size) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     if (ptr == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtMalloc: ptr is NULL");
+    if (rt.faults() != nullptr) {
+      if (nrtError_t error = rt.faults()->OnAllocate(rt.current_device(), size)) return error;
+    }
     return rt.memory().Allocate(rt.current_device(), size, ptr);
   });
 }
