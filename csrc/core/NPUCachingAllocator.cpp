@@ -1,6 +1,7 @@
 // NPUCachingAllocator.cpp - per-device caching of runtime memory and the c10::DeviceAllocator facade.
 #include "csrc/core/NPUCachingAllocator.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -18,11 +19,15 @@ void deleteBlock(void* ctx);
 class NPUAllocator final : public c10::DeviceAllocator {
  public:
   DeviceCachingAllocator& device(c10::DeviceIndex index) {
-    std::call_once(init_, [this] {
-      for (int i = 0; i < device_count(); ++i) {
-        devices_.push_back(std::make_unique<DeviceCachingAllocator>(i));
-      }
-    });
+    // Checked before the once_flag: every allocation passes here, and call_once is not free.
+    if (C10_UNLIKELY(!ready_.load(std::memory_order_acquire))) {
+      std::call_once(init_, [this] {
+        for (int i = 0; i < device_count(); ++i) {
+          devices_.push_back(std::make_unique<DeviceCachingAllocator>(i));
+        }
+        ready_.store(true, std::memory_order_release);
+      });
+    }
     check_device_index(index);
     return *devices_[index];
   }
@@ -78,6 +83,7 @@ class NPUAllocator final : public c10::DeviceAllocator {
 
  private:
   std::once_flag init_;
+  std::atomic<bool> ready_{false};
   std::vector<std::unique_ptr<DeviceCachingAllocator>> devices_;
 };
 

@@ -77,6 +77,8 @@ void set_device(c10::DeviceIndex device) {
 }
 
 void set_device_unchecked(c10::DeviceIndex device) noexcept {
+  // Device guards restore the device on every exit, mostly to the one already current.
+  if (device == t_current_device) return;
   t_current_device = nrtSetDevice(device) == NRT_SUCCESS ? device : c10::DeviceIndex{-1};
 }
 

@@ -16,7 +16,8 @@ namespace {
 
 struct DeviceStreams {
   std::once_flag once[kCommStreamId + 1];
-  nrtStream_t handles[kCommStreamId + 1] = {};
+  // Set once, then read on every launch without the once_flag (whose check is not free).
+  std::atomic<nrtStream_t> handles[kCommStreamId + 1] = {};
   std::atomic<uint32_t> next_pool{0};
 };
 
@@ -65,15 +66,20 @@ NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
 nrtStream_t NPUStream::handle() const {
   auto& dev = *registry().at(stream_.device_index());
   auto id = static_cast<size_t>(stream_.id());
+  if (nrtStream_t handle = dev.handles[id].load(std::memory_order_acquire); C10_LIKELY(handle)) {
+    return handle;
+  }
   std::call_once(dev.once[id], [&] {
     int32_t prev = 0;
     NPU_CHECK(nrtGetDevice(&prev));
     NPU_CHECK(nrtSetDevice(stream_.device_index()));
-    nrtError_t err = nrtStreamCreate(&dev.handles[id]);
+    nrtStream_t handle = nullptr;
+    nrtError_t err = nrtStreamCreate(&handle);
     nrtSetDevice(prev);
     NPU_CHECK(err);
+    dev.handles[id].store(handle, std::memory_order_release);
   });
-  return dev.handles[id];
+  return dev.handles[id].load(std::memory_order_acquire);
 }
 
 bool NPUStream::query() const {

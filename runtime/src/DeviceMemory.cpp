@@ -227,6 +227,23 @@ nrtError_t nrtPointerGetDevice(const void* ptr, int32_t* device) {
   });
 }
 
+nrtError_t nrtPointerGetRange(const void* ptr, int32_t* device, void** base, size_t* size) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (device == nullptr || base == nullptr || size == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtPointerGetRange: device, base or size is NULL");
+    }
+    const auto block = rt.memory().Find(ptr);
+    if (!block || block->device == npu::runtime::kPinnedHost) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_POINTER, "nrtPointerGetRange: ", ptr,
+                         " is not inside a live device allocation");
+    }
+    *device = block->device;
+    *base = block->base;
+    *size = block->size;
+    return NRT_SUCCESS;
+  });
+}
+
 nrtError_t nrtMallocHost(void** ptr, size_t size) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     if (ptr == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtMallocHost: ptr is NULL");

@@ -80,6 +80,9 @@ NRT_API nrtError_t nrtFree(void* ptr);
 NRT_API nrtError_t nrtMemGetInfo(size_t* free_bytes, size_t* total_bytes);  // current device
 // Which device owns ptr (anywhere inside an allocation); NRT_ERROR_INVALID_POINTER if none.
 NRT_API nrtError_t nrtPointerGetDevice(const void* ptr, int32_t* device);
+// The same lookup, also giving the whole device allocation (or mapped run of a reserved range) that
+// holds ptr, [*base, *base + *size): callers checking several pointers test the rest against it.
+NRT_API nrtError_t nrtPointerGetRange(const void* ptr, int32_t* device, void** base, size_t* size);
 
 // Virtual memory, for allocators that grow a block in place (expandable segments): reserve an
 // address range on the current device (costs no capacity), then map and unmap page-aligned parts of
