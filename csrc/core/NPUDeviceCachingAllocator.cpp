@@ -42,7 +42,7 @@ Block* DeviceCachingAllocator::malloc(size_t request, nrtStream_t stream) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!pending_.empty()) processEvents();
   const size_t size = roundSize(settings, request);
-  BlockPool& pool = settings.expandable_segments ? expandable_ : size <= kSmallSize ? small_ : large_;
+  BlockPool& pool = size <= kSmallSize ? small_ : large_;
   const bool collect = settings.garbage_collection_threshold > 0 && !settings.expandable_segments;
   if (collect) {
     for (Block* b : pool.blocks) ++b->gc_count;
@@ -87,7 +87,7 @@ void DeviceCachingAllocator::free(Block* block) {
   block->allocated = false;
   block->context.reset();
   const AllocatorSettings& settings = allocatorSettings();
-  forEachStat(statPool(block), [&](StatType t) {
+  forEachStat(*block->pool, [&](StatType t) {
     stats_.allocation[idx(t)].decrease(1);
     stats_.allocated_bytes[idx(t)].decrease(block->size);
     stats_.requested_bytes[idx(t)].decrease(block->requested);
@@ -263,7 +263,7 @@ Block* DeviceCachingAllocator::splitAndActivate(Block* block, BlockPool& pool, s
   }
   block->allocated = true;
   block->requested = request;
-  forEachStat(statPool(block), [&](StatType t) {
+  forEachStat(pool, [&](StatType t) {
     stats_.allocation[idx(t)].increase(1);
     stats_.allocated_bytes[idx(t)].increase(block->size);
     stats_.active[idx(t)].increase(1);
@@ -294,7 +294,7 @@ Block* DeviceCachingAllocator::splitOff(Block* block, size_t offset) {
 // Returns a no-longer-used block to its pool (active stats), merging it with free neighbours.
 void DeviceCachingAllocator::freeBlock(Block* block) {
   const size_t original = block->size;
-  forEachStat(statPool(block), [&](StatType t) {
+  forEachStat(*block->pool, [&](StatType t) {
     stats_.active[idx(t)].decrease(1);
     stats_.active_bytes[idx(t)].decrease(original);
   });
@@ -373,7 +373,7 @@ void DeviceCachingAllocator::synchronizeDevice() {
 // Returns every unused cached page to the runtime (after synchronizeDevice()): whole free
 // segments, and the free pages of expandable segments.
 void DeviceCachingAllocator::releaseCachedBlocks() {
-  for (BlockPool* pool : {&small_, &large_, &expandable_}) {
+  for (BlockPool* pool : {&small_, &large_}) {
     std::vector<Block*> free_blocks(pool->blocks.begin(), pool->blocks.end());
     for (Block* block : free_blocks) {
       if (block->segment->expandable) {

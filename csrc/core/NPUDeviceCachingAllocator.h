@@ -90,12 +90,6 @@ class DeviceCachingAllocator {
   void recordTrace(TraceEntry::Action action, size_t addr, size_t size, nrtStream_t stream,
                    std::shared_ptr<c10::GatheredContext> context);
 
-  // The pool whose allocation statistics a block counts in: its own, or for a block of the shared
-  // expandable range the pool of its size class.
-  const BlockPool& statPool(const Block* block) const {
-    if (block->pool != &expandable_) return *block->pool;
-    return block->size <= kSmallSize ? small_ : large_;
-  }
   template <typename F>
   static void forEachStat(const BlockPool& pool, F f) {
     f(c10::CachingAllocator::StatType::AGGREGATE);
@@ -109,10 +103,6 @@ class DeviceCachingAllocator {
   DeviceStats stats_;
   BlockPool small_{true};
   BlockPool large_{false};
-  // expandable_segments:True: blocks of every size share one range per stream, so the small and
-  // the large blocks' peaks (which come at different points of a training step) share pages.
-  // Reserve and segments count as the large pool; allocations count by their size class.
-  BlockPool expandable_{false};
   std::list<std::unique_ptr<Segment>> segments_;
   std::deque<std::pair<nrtEvent_t, Block*>> pending_;
   size_t limit_ = 0;  // 0: the device's capacity is the only limit

@@ -1,6 +1,6 @@
-// NPUExpandableSegments.cpp - expandable_segments:True: one reserved address range per stream
-// whose pages are mapped as it grows and unmapped when the cache is emptied, so that blocks of any
-// size (small and large alike) share one contiguous segment and the reserve follows the working set.
+// NPUExpandableSegments.cpp - expandable_segments:True: one reserved address range per (stream,
+// pool) whose pages are mapped as the pool grows and unmapped when the cache is emptied, so that
+// blocks of any size share one contiguous segment and the reserve follows the working set.
 #include <c10/core/DeviceGuard.h>
 
 #include "csrc/core/NPUDeviceCachingAllocator.h"
@@ -61,7 +61,7 @@ Block* DeviceCachingAllocator::growExpandable(BlockPool& pool, nrtStream_t strea
     }
   }
   if (target == nullptr) return nullptr;
-  const size_t step = size <= kSmallSize ? kExpandableSmallStep : kExpandableLargeStep;
+  const size_t step = pool.is_small ? kExpandableSmallStep : kExpandableLargeStep;
   const size_t need = std::min(roundUp(size - before, step), target->size);
   const auto reserved = static_cast<size_t>(stats_.reserved_bytes[0].current);
   if (limit_ != 0 && reserved + need > limit_) return nullptr;
