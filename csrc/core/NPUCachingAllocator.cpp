@@ -78,6 +78,7 @@ class NPUAllocator final : public c10::DeviceAllocator {
   void forgetAfterFork() noexcept {
     for (auto& device : devices_) (void)device.release();
     devices_.clear();
+    ready_.store(false, std::memory_order_relaxed);
     new (&init_) std::once_flag();
   }
 
