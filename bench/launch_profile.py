@@ -1,5 +1,5 @@
 """Where a small op's launch goes: instructions per `a + b` (16 elements) by stage, npu and CPU eager,
-counted with valgrind's callgrind. Instruction counts repeat to within a percent on a loaded machine,
+counted with valgrind's callgrind, and the totals of `a * b` and `torch.relu(a)` on both. Instruction counts repeat to within a percent on a loaded machine,
 where times move by tens of percent, so they are what launch-path changes are judged by.
 
 Run alone: .venv/bin/python bench/launch_profile.py
@@ -15,18 +15,24 @@ import tempfile
 OPS = 2000
 WARMUP = 300
 
-# The measured loop; the warm-up uses mul (another binding function), so only the adds are counted.
+# The measured loop; the warm-up uses sub (another binding function), so only the measured op counts.
 _CHILD = r"""
 import torch, torch_npu, sys
 dev = sys.argv[1]
 a, b = torch.randn(16, device=dev), torch.randn(16, device=dev)
 for _ in range({warmup}):
-    a * b
+    a - b
 for _ in range({ops}):
-    a + b
+    {expr}
 if dev == "npu":
     torch.npu.synchronize()
 """
+
+# The other small ops the launch target covers: (name, expression, binding function), totals only.
+_OTHER_OPS = [
+    ("a * b", "a * b", "torch::autograd::THPVariable_mul("),
+    ("torch.relu(a)", "torch.relu(a)", "torch::autograd::THPVariable_relu("),
+]
 
 # (stage, function-name prefixes whose inclusive counts make it up), inside the npu add kernel.
 _STAGES = [
@@ -59,12 +65,12 @@ def _sum(counts: dict, prefixes) -> int:
     return sum(v for k, v in counts.items() if any(k.startswith(p) for p in prefixes))
 
 
-def _callgrind(device: str, workdir: str, toggles) -> dict:
+def _callgrind(device: str, workdir: str, toggles, expr: str = "a + b") -> dict:
     out = os.path.join(workdir, f"callgrind.{device}")
     env = dict(os.environ, PYTHONPATH="")
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
     cmd += [f"--toggle-collect={t}*" for t in toggles]
-    cmd += [sys.executable, "-c", _CHILD.format(warmup=WARMUP, ops=OPS), device]
+    cmd += [sys.executable, "-c", _CHILD.format(warmup=WARMUP, ops=OPS, expr=expr), device]
     subprocess.run(cmd, check=True, capture_output=True, cwd=workdir, env=env, timeout=900)
     text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
                           check=True, capture_output=True, text=True).stdout
@@ -79,6 +85,11 @@ def profile() -> dict:
         try:
             npu = _callgrind("npu", workdir, [_BINDING, _WORKER])
             cpu = _callgrind("cpu", workdir, [_BINDING])
+            others = []
+            for name, expr, binding in _OTHER_OPS:
+                n = _sum(_callgrind("npu", workdir, [binding], expr), [binding]) / OPS
+                c = _sum(_callgrind("cpu", workdir, [binding], expr), [binding]) / OPS
+                others.append((name, n, c))
         except (subprocess.SubprocessError, OSError) as e:
             return {"error": f"callgrind failed: {e}"}
     per_op = lambda n: n / OPS  # noqa: E731
@@ -93,7 +104,7 @@ def profile() -> dict:
         stages.append((name, per_op(n)))
     stages.append(("other adapter work: fast-path checks, device guard, op counters", per_op(kernel - measured)))
     return {"stages": stages, "npu_total": per_op(total), "cpu_total": per_op(_sum(cpu, [_BINDING])),
-            "worker": _sum(npu, [_WORKER]) / (OPS + WARMUP), "ops": OPS}
+            "worker": _sum(npu, [_WORKER]) / (OPS + WARMUP), "ops": OPS, "others": others}
 
 
 def markdown(result: dict) -> list:
@@ -109,6 +120,11 @@ def markdown(result: dict) -> list:
               f"| CPU eager `a + b`, same measurement | {result['cpu_total']:,.0f} | "
               f"npu / CPU {result['npu_total'] / result['cpu_total']:.2f} |",
               f"| the stream's worker thread, per task (runs in parallel) | {result['worker']:,.0f} | |", ""]
+    if result.get("others"):
+        lines += ["The other small ops, same measurement (calling thread, instructions per op):", "",
+                  "| op, 16 elements | npu | CPU eager | npu / CPU |", "|---|---|---|---|"]
+        lines += [f"| `{name}` | {n:,.0f} | {c:,.0f} | {n / c:.2f} |" for name, n, c in result["others"]]
+        lines.append("")
     return lines
 
 

@@ -12,6 +12,7 @@ TITLES = {
     "allocator": "5. Allocator",
     "distributed": "6. Distributed (hccl)",
     "profiling": "7. Profiling overhead",
+    "long_runs": "8. Long runs (leaks)",
 }
 
 
@@ -170,8 +171,8 @@ def _chart_points(rows):
     """Speed rows as 'npu speed relative to the reference' (higher is better) and their targets."""
     speed, alloc = [], []
     for r in rows:
-        if r["target"] is None or r["ratio"] is None:
-            continue
+        if r["target"] is None or r["ratio"] is None or r["section"] == "long_runs":
+            continue  # long-run rows are growths against a target of 0, not ratios to draw
         if r["section"] == "allocator":
             label = r["name"].replace(": device segment allocations per step after warm-up", ": segments/step")
             alloc.append((label.replace(": peak reserved / peak allocated", ": reserved/allocated"),

@@ -17,7 +17,7 @@ import sys
 import time
 import warnings
 
-SECTIONS = ("small_ops", "kernels", "copies", "training", "allocator", "distributed", "profiling")
+SECTIONS = ("small_ops", "kernels", "copies", "training", "allocator", "distributed", "profiling", "long_runs")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "run.py")
-SECTIONS = ("small_ops", "kernels", "copies", "training", "allocator", "distributed", "profiling")
+SECTIONS = ("small_ops", "kernels", "copies", "training", "allocator", "distributed", "profiling", "long_runs")
 TITLES = ("Small-op host cost", "Large kernels", "Copies", "Training", "Allocator", "Distributed (hccl)",
-          "Profiling overhead")
+          "Profiling overhead", "Long runs (leaks)")
 
 
 def _run(out_dir, *extra):

@@ -119,6 +119,16 @@ def _install_utils() -> None:
 _install_utils()
 
 
+def _install_multiprocessing() -> None:
+    """npu tensors as torch.multiprocessing arguments and queue items (sent as copies)."""
+    from torch_npu.utils._multiprocessing import install
+
+    install()
+
+
+_install_multiprocessing()
+
+
 def _transfer_from_environment() -> None:
     """TORCH_TRANSFER_TO_NPU=1: CUDA code runs on npu without editing it (torch_npu.contrib.transfer_to_npu)."""
     import os

@@ -1,6 +1,7 @@
 // NPUCachingAllocator.cpp - per-device caching of runtime memory and the c10::DeviceAllocator facade.
 #include "csrc/core/NPUCachingAllocator.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -19,11 +20,15 @@ void deleteBlock(void* ctx);
 class NPUAllocator final : public c10::DeviceAllocator {
  public:
   DeviceCachingAllocator& device(c10::DeviceIndex index) {
-    std::call_once(init_, [this] {
-      for (int i = 0; i < device_count(); ++i) {
-        devices_.push_back(std::make_unique<DeviceCachingAllocator>(i));
-      }
-    });
+    // Checked before the once_flag: every allocation passes here, and call_once is not free.
+    if (C10_UNLIKELY(!ready_.load(std::memory_order_acquire))) {
+      std::call_once(init_, [this] {
+        for (int i = 0; i < device_count(); ++i) {
+          devices_.push_back(std::make_unique<DeviceCachingAllocator>(i));
+        }
+        ready_.store(true, std::memory_order_release);
+      });
+    }
     check_device_index(index);
     return *devices_[index];
   }
@@ -69,8 +74,19 @@ class NPUAllocator final : public c10::DeviceAllocator {
     return {free_bytes, total};
   }
 
+  // In a forked child: the parent's device memory belongs to a runtime the child abandoned. The
+  // per-device allocators (and whatever locks parent threads held in them) are leaked; blocks of
+  // the parent's tensors are then foreign to the new ones, whose free() ignores them.
+  void forgetAfterFork() noexcept {
+    for (auto& device : devices_) (void)device.release();
+    devices_.clear();
+    ready_.store(false, std::memory_order_relaxed);
+    new (&init_) std::once_flag();
+  }
+
  private:
   std::once_flag init_;
+  std::atomic<bool> ready_{false};
   std::vector<std::unique_ptr<DeviceCachingAllocator>> devices_;
 };
 
@@ -99,6 +115,8 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
 }
 
 void emptyCache() { allocator().emptyCache({0, 0}); }
+
+void forgetCachedMemoryAfterFork() noexcept { allocator().forgetAfterFork(); }
 
 void setMemoryFraction(double fraction, c10::DeviceIndex device) {
   TORCH_CHECK(fraction > 0 && fraction <= 1, "memory fraction must be in (0, 1], got ", fraction);

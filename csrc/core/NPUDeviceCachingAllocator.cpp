@@ -81,6 +81,7 @@ Block* DeviceCachingAllocator::malloc(size_t request, nrtStream_t stream) {
 }
 
 void DeviceCachingAllocator::free(Block* block) {
+  if (!owns(block)) return;  // a parent's block in a forked child: its runtime is gone
   std::shared_ptr<c10::GatheredContext> context = maybeGatherContext(RecordContext::ALL);
   std::lock_guard<std::mutex> lock(mutex_);
   block->allocated = false;
@@ -117,6 +118,7 @@ void DeviceCachingAllocator::free(Block* block) {
 }
 
 void DeviceCachingAllocator::recordStream(Block* block, nrtStream_t stream) {
+  if (!owns(block)) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (stream != block->stream) block->stream_uses.insert(stream);
 }
@@ -216,7 +218,10 @@ Block* DeviceCachingAllocator::allocSegment(const AllocatorSettings& settings, B
   void* ptr = nullptr;
   {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
-    if (nrtMalloc(&ptr, bytes) != NRT_SUCCESS) return nullptr;
+    if (nrtMalloc(&ptr, bytes) != NRT_SUCCESS) {
+      runtime_refusal_ = nrtGetRecentErrMsg();
+      return nullptr;
+    }
   }
   stats_.num_device_alloc++;
   forEachStat(pool, [&](StatType t) {
@@ -476,6 +481,8 @@ void DeviceCachingAllocator::throwOutOfMemory(size_t request, std::unique_lock<s
     os << " If reserved but unallocated memory is large, try "
           "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
   }
+  if (!runtime_refusal_.empty()) os << " The runtime refused the allocation: " << runtime_refusal_;
+  runtime_refusal_.clear();
   os << "\n";
   lock.unlock();  // summary() takes the lock again
   std::string text = os.str() + summary();

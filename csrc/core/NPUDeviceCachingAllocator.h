@@ -42,6 +42,7 @@ class DeviceCachingAllocator {
 
   Block* malloc(size_t request, nrtStream_t stream);
   void free(Block* block);
+  bool owns(const Block* block) const { return block->pool == &small_ || block->pool == &large_; }
   void recordStream(Block* block, nrtStream_t stream);
   void emptyCache();
   void setMemoryFraction(double fraction);
@@ -105,6 +106,8 @@ class DeviceCachingAllocator {
   std::list<std::unique_ptr<Segment>> segments_;
   std::deque<std::pair<nrtEvent_t, Block*>> pending_;
   size_t limit_ = 0;  // 0: the device's capacity is the only limit
+  // Why the runtime refused the last allocation (an injected fault, or capacity), for the OOM message.
+  std::string runtime_refusal_;
   size_t page_size_ = 0;
 
   // Memory history: read without the lock on the allocation path, so flags are atomic.

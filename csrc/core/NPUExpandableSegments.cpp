@@ -67,7 +67,10 @@ Block* DeviceCachingAllocator::growExpandable(BlockPool& pool, nrtStream_t strea
   if (limit_ != 0 && reserved + need > limit_) return nullptr;
   {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
-    if (nrtMapMem(target->ptr, need) != NRT_SUCCESS) return nullptr;
+    if (nrtMapMem(target->ptr, need) != NRT_SUCCESS) {
+      runtime_refusal_ = nrtGetRecentErrMsg();
+      return nullptr;
+    }
   }
   stats_.num_device_alloc++;
   segment->mapped += need;

@@ -2,6 +2,7 @@
 #include "csrc/core/NPUFunctions.h"
 
 #include <cstdlib>
+#include <string>
 
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUTrace.h"
@@ -20,19 +21,50 @@ c10::DeviceIndex device_count() noexcept {
 void check_device_index(c10::DeviceIndex device) {
   if (C10_LIKELY(device >= 0 && device < device_count())) return;
   const char* env = std::getenv("NPU_SIM_DEVICES");
-  TORCH_CHECK(false, "npu:", static_cast<int>(device), " does not exist: ",
-              static_cast<int>(device_count()), " devices are configured",
-              " (NPU_SIM_DEVICES=", env ? env : "unset, default 8", ")");
+  const int count = static_cast<int>(device_count());
+  const std::string configured = c10::str(count, count == 1 ? " device is" : " devices are", " configured (NPU_SIM_DEVICES=",
+                                          env ? env : "unset, default 8", "): use an index in [0, ", count, ")");
+  if (device < -1) {
+    // torch.device keeps the index in 8 bits, so "npu:999" arrives here as -25: name what it was.
+    std::string written;
+    for (int index = static_cast<int>(device) + 256; index < 1024; index += 256) {
+      written += c10::str(written.empty() ? "" : ", ", "npu:", index);
+    }
+    TORCH_CHECK(false, "the npu device index is out of range: torch.device stores indices in 8 bits, so the "
+                "index written (", written, ", ...) wrapped around to ", static_cast<int>(device), "; ",
+                configured);
+  }
+  TORCH_CHECK(false, "npu:", static_cast<int>(device), " does not exist: ", configured);
+}
+
+c10::DeviceIndex checked_device_index(int64_t device) {
+  if (device >= 0 && device < device_count()) return static_cast<c10::DeviceIndex>(device);
+  const char* env = std::getenv("NPU_SIM_DEVICES");
+  const int count = static_cast<int>(device_count());
+  TORCH_CHECK(false, "npu:", device, " does not exist: ", count, count == 1 ? " device is" : " devices are",
+              " configured (NPU_SIM_DEVICES=", env ? env : "unset, default 8", "): use an index in [0, ", count, ")");
 }
 
 namespace {
 // The runtime's current device of this thread, mirrored here: every op launch and allocation asks
 // for it. -1 until this thread first asks or sets it.
 thread_local c10::DeviceIndex t_current_device = -1;
+// The forking thread's device, selected again in the child's runtime at its first use.
+c10::DeviceIndex t_device_before_fork = -1;
 }  // namespace
+
+void forgetCurrentDeviceAfterFork() noexcept {
+  t_device_before_fork = t_current_device;
+  t_current_device = -1;
+}
 
 c10::DeviceIndex current_device() {
   if (C10_LIKELY(t_current_device >= 0)) return t_current_device;
+  if (t_device_before_fork >= 0) {
+    const c10::DeviceIndex device = t_device_before_fork;
+    t_device_before_fork = -1;
+    if (nrtSetDevice(device) == NRT_SUCCESS) return t_current_device = device;
+  }
   int32_t device = 0;
   NPU_CHECK(nrtGetDevice(&device));
   t_current_device = static_cast<c10::DeviceIndex>(device);
@@ -46,6 +78,8 @@ void set_device(c10::DeviceIndex device) {
 }
 
 void set_device_unchecked(c10::DeviceIndex device) noexcept {
+  // Device guards restore the device on every exit, mostly to the one already current.
+  if (device == t_current_device) return;
   t_current_device = nrtSetDevice(device) == NRT_SUCCESS ? device : c10::DeviceIndex{-1};
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -73,6 +74,15 @@ class NPUHostAllocator final : public at::HostAllocator {
 
   static void freePinned(void* ptr);
 
+  // In a forked child: the parent's pinned buffers are unknown to the child's runtime; their
+  // deleters then find nothing to free. The lock may have been held by a parent thread.
+  void forgetAfterFork() noexcept {
+    new (&mutex_) std::mutex();
+    live_.clear();
+    sizes_.clear();
+    stats_ = at::HostStats();
+  }
+
  private:
   std::mutex mutex_;
   std::unordered_map<void*, std::unordered_set<nrtStream_t>> live_;
@@ -88,6 +98,8 @@ NPUHostAllocator& hostAllocator() {
 void NPUHostAllocator::freePinned(void* ptr) { hostAllocator().release(ptr); }
 
 }  // namespace
+
+void forgetPinnedMemoryAfterFork() noexcept { hostAllocator().forgetAfterFork(); }
 
 at::HostAllocator* getPinnedHostAllocator() { return &hostAllocator(); }
 

@@ -17,17 +17,29 @@ namespace {
 
 struct DeviceStreams {
   std::once_flag once[kCommStreamId + 1];
-  nrtStream_t handles[kCommStreamId + 1] = {};
+  // Set once, then read on every launch without the once_flag (whose check is not free).
+  std::atomic<nrtStream_t> handles[kCommStreamId + 1] = {};
   std::atomic<uint32_t> next_pool{0};
 };
 
-std::vector<std::unique_ptr<DeviceStreams>>& registry() {
-  static auto* streams = [] {
-    auto* v = new std::vector<std::unique_ptr<DeviceStreams>>();
-    for (int i = 0; i < device_count(); ++i) v->push_back(std::make_unique<DeviceStreams>());
-    return v;
+using Registry = std::vector<std::unique_ptr<DeviceStreams>>;
+
+Registry* newRegistry() {
+  auto* v = new Registry();
+  for (int i = 0; i < device_count(); ++i) v->push_back(std::make_unique<DeviceStreams>());
+  return v;
+}
+
+// Leaked; replaced (the old one leaked too) in a forked child, whose runtime has no streams yet.
+std::atomic<Registry*> g_registry{nullptr};
+
+Registry& registry() {
+  static const bool created = [] {
+    g_registry.store(newRegistry());
+    return true;
   }();
-  return *streams;
+  (void)created;
+  return *g_registry.load(std::memory_order_acquire);
 }
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {
@@ -41,6 +53,10 @@ thread_local std::vector<c10::StreamId> tls_current;
 
 }  // namespace
 
+void forgetStreamsAfterFork() noexcept {
+  if (g_registry.load() != nullptr) g_registry.store(newRegistry());
+}
+
 NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
               "expected an npu stream, got a stream on ", stream.device());
@@ -51,15 +67,20 @@ NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
 nrtStream_t NPUStream::handle() const {
   auto& dev = *registry().at(stream_.device_index());
   auto id = static_cast<size_t>(stream_.id());
+  if (nrtStream_t handle = dev.handles[id].load(std::memory_order_acquire); C10_LIKELY(handle)) {
+    return handle;
+  }
   std::call_once(dev.once[id], [&] {
     int32_t prev = 0;
     NPU_CHECK(nrtGetDevice(&prev));
     NPU_CHECK(nrtSetDevice(stream_.device_index()));
-    nrtError_t err = nrtStreamCreate(&dev.handles[id]);
+    nrtStream_t handle = nullptr;
+    nrtError_t err = nrtStreamCreate(&handle);
     nrtSetDevice(prev);
     NPU_CHECK(err);
+    dev.handles[id].store(handle, std::memory_order_release);
   });
-  return dev.handles[id];
+  return dev.handles[id].load(std::memory_order_acquire);
 }
 
 bool NPUStream::query() const {

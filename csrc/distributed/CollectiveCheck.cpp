@@ -83,6 +83,16 @@ void Fingerprint::describeTensor(const at::Tensor& t) {
   shape.assign(t.sizes().begin(), t.sizes().end());
 }
 
+void Fingerprint::describeTensors(const std::vector<at::Tensor>& ts) {
+  dtype = ts.empty() ? -1 : static_cast<int64_t>(ts[0].scalar_type());
+  numel = 0;
+  layout = static_cast<int64_t>(ts.size());
+  for (const at::Tensor& t : ts) {
+    numel += t.numel();
+    layout = layout * 1000003 + t.numel();
+  }
+}
+
 int64_t Fingerprint::encodedLength(int group_size) { return kFixed + 2 * static_cast<int64_t>(group_size); }
 
 std::vector<int64_t> Fingerprint::encode(int group_size) const {

@@ -49,6 +49,8 @@ struct Fingerprint {
   std::vector<int64_t> recv_counts;
 
   void describeTensor(const at::Tensor& t);  // dtype, numel, shape
+  // Coalesced collectives: the first tensor's dtype, the total numel, and a hash of the sizes.
+  void describeTensors(const std::vector<at::Tensor>& ts);
   std::vector<int64_t> encode(int group_size) const;
   static Fingerprint decode(const int64_t* data, int group_size);
   static int64_t encodedLength(int group_size);

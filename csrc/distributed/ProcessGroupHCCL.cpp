@@ -8,22 +8,11 @@
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/distributed/StreamOrder.h"
 #include "csrc/framework/DeviceTask.h"
 
 namespace c10d_npu {
 namespace {
-
-int64_t layoutHash(const std::vector<at::Tensor>& tensors) {
-  int64_t h = static_cast<int64_t>(tensors.size());
-  for (const at::Tensor& t : tensors) h = h * 1000003 + t.numel();
-  return h;
-}
-
-int64_t totalNumel(const std::vector<at::Tensor>& tensors) {
-  int64_t n = 0;
-  for (const at::Tensor& t : tensors) n += t.numel();
-  return n;
-}
 
 void checkSameDtype(const char* collective, const std::vector<at::Tensor>& tensors, at::ScalarType dtype) {
   for (const at::Tensor& t : tensors) {
@@ -144,9 +133,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
       state_->transport().startExchange(c.fingerprint.encode(size_), size_, deadline));
   c10_npu::NPUStream comm = c10_npu::getCommunicationNPUStream(device.index());
   c10_npu::NPUStream caller = c10_npu::getCurrentNPUStream(device.index());
-  c10::Event ready(c10::DeviceType::PrivateUse1);
-  ready.record(caller.unwrap());
-  ready.block(comm.unwrap());
+  uint64_t caller_tasks = stream_order::taskCount(caller);
+  if (!stream_order::ordered(caller, comm, caller_tasks)) {
+    c10::Event ready(c10::DeviceType::PrivateUse1);
+    ready.record(caller.unwrap());
+    ready.block(comm.unwrap());
+    stream_order::noteEvent(caller, comm, caller_tasks);
+  }
   // The caller may free its tensors right away: their blocks are reused only after the
   // communication stream has passed this collective.
   for (const at::Tensor& t : c.tensors) {
@@ -204,13 +197,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   groupDevice("all_reduce", tensors);
   const at::Tensor& t = tensors[0];
   host::checkReducible("all_reduce", t.scalar_type(), opts.reduceOp);
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kAllreduce;
+  Collective c(CollectiveKind::kAllreduce, c10d::OpType::ALLREDUCE, opts.timeout, tensors, tensors);
   c.fingerprint.reduce_op = opts.reduceOp.op_;
   c.fingerprint.describeTensor(t);
-  c.op_type = c10d::OpType::ALLREDUCE;
-  c.tensors = c.outputs = tensors;
-  c.timeout = opts.timeout;
   c.run = [view = c.view(t), red = host::Reduction::from(opts.reduceOp)](host::Context& ctx) {
     host::allreduce(ctx, {view}, red);
   };
@@ -223,16 +212,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector
   groupDevice("all_reduce_coalesced", tensors);
   checkSameDtype("all_reduce_coalesced", tensors, tensors[0].scalar_type());
   host::checkReducible("all_reduce_coalesced", tensors[0].scalar_type(), opts.reduceOp);
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kAllreduceCoalesced;
+  Collective c(CollectiveKind::kAllreduceCoalesced, c10d::OpType::ALLREDUCE_COALESCED, opts.timeout, tensors, tensors);
   c.fingerprint.reduce_op = opts.reduceOp.op_;
-  c.fingerprint.dtype = static_cast<int64_t>(tensors[0].scalar_type());
-  c.fingerprint.numel = totalNumel(tensors);
-  c.fingerprint.layout = layoutHash(tensors);
+  c.fingerprint.describeTensors(tensors);
   c.fingerprint.shape = {c.fingerprint.numel};
-  c.op_type = c10d::OpType::ALLREDUCE_COALESCED;
-  c.tensors = c.outputs = tensors;
-  c.timeout = opts.timeout;
   c.run = [vs = c.views(tensors), red = host::Reduction::from(opts.reduceOp)](host::Context& ctx) {
     host::allreduce(ctx, vs, red);
   };
@@ -244,13 +227,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
   TORCH_CHECK_VALUE(tensors.size() == 1, "hccl broadcast takes one tensor per process, got ", tensors.size());
   groupDevice("broadcast", tensors);
   checkRoot("broadcast", opts.rootRank);
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kBroadcast;
+  Collective c(CollectiveKind::kBroadcast, c10d::OpType::BROADCAST, opts.timeout, tensors, tensors);
   c.fingerprint.root = opts.rootRank;
   c.fingerprint.describeTensor(tensors[0]);
-  c.op_type = c10d::OpType::BROADCAST;
-  c.tensors = c.outputs = tensors;
-  c.timeout = opts.timeout;
   c.run = [view = c.view(tensors[0]), root = static_cast<int>(opts.rootRank)](host::Context& ctx) {
     host::broadcast(ctx, view, root);
   };
@@ -263,14 +242,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>&
   groupDevice("reduce", tensors);
   checkRoot("reduce", opts.rootRank);
   host::checkReducible("reduce", tensors[0].scalar_type(), opts.reduceOp);
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kReduce;
+  Collective c(CollectiveKind::kReduce, c10d::OpType::REDUCE, opts.timeout, tensors, tensors);
   c.fingerprint.root = opts.rootRank;
   c.fingerprint.reduce_op = opts.reduceOp.op_;
   c.fingerprint.describeTensor(tensors[0]);
-  c.op_type = c10d::OpType::REDUCE;
-  c.tensors = c.outputs = tensors;
-  c.timeout = opts.timeout;
   c.run = [view = c.view(tensors[0]), red = host::Reduction::from(opts.reduceOp),
            root = static_cast<int>(opts.rootRank)](host::Context& ctx) { host::reduce(ctx, view, red, root); };
   return launch(std::move(c));
@@ -288,17 +263,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vect
   all.push_back(inputs[0]);
   groupDevice("all_gather", all);
   checkSameDtype("all_gather", outs, inputs[0].scalar_type());
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kAllgather;
+  Collective c(CollectiveKind::kAllgather, c10d::OpType::ALLGATHER, opts.timeout, all, outs);
   c.fingerprint.describeTensor(inputs[0]);
   c.fingerprint.send_counts.assign(size_, inputs[0].numel());
   for (const at::Tensor& o : outs) c.fingerprint.recv_counts.push_back(o.numel());
   TORCH_CHECK_VALUE(outs[rank_].numel() == inputs[0].numel(), "hccl all_gather: output tensor ", rank_, " has ",
                     outs[rank_].numel(), " elements but this rank's input has ", inputs[0].numel());
-  c.op_type = c10d::OpType::ALLGATHER;
-  c.tensors = all;
-  c.outputs = outs;
-  c.timeout = opts.timeout;
   c.run = [outs_v = c.views(outs), in_v = c.view(inputs[0])](host::Context& ctx) {
     host::allgather(ctx, outs_v, in_v);
   };
@@ -312,13 +282,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
   TORCH_CHECK_VALUE(output.numel() == input.numel() * size_, "hccl all_gather_into_tensor: the output has ",
                     output.numel(), " elements; it needs the group size (", size_, ") times the input's (",
                     input.numel(), ")");
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kAllgatherIntoTensor;
+  Collective c(CollectiveKind::kAllgatherIntoTensor, c10d::OpType::_ALLGATHER_BASE, opts.timeout,
+               {output, input}, {output});
   c.fingerprint.describeTensor(input);
-  c.op_type = c10d::OpType::_ALLGATHER_BASE;
-  c.tensors = {output, input};
-  c.outputs = {output};
-  c.timeout = opts.timeout;
   c.run = [out_v = c.view(output), in_v = c.view(input)](host::Context& ctx) {
     host::allgatherIntoTensor(ctx, out_v, in_v);
   };
@@ -339,15 +305,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced
                       "hccl all_gather_into_tensor_coalesced: output ", i, " must have the input's dtype and ",
                       size_, " times its elements");
   }
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kAllgatherCoalesced;
-  c.fingerprint.dtype = inputs.empty() ? -1 : static_cast<int64_t>(inputs[0].scalar_type());
-  c.fingerprint.numel = totalNumel(inputs);
-  c.fingerprint.layout = layoutHash(inputs);
-  c.op_type = c10d::OpType::COALESCED;
-  c.tensors = all;
-  c.outputs = outputs;
-  c.timeout = opts.timeout;
+  Collective c(CollectiveKind::kAllgatherCoalesced, c10d::OpType::COALESCED, opts.timeout, all, outputs);
+  c.fingerprint.describeTensors(inputs);
   c.run = [outs_v = c.views(outputs), ins_v = c.views(inputs)](host::Context& ctx) {
     for (size_t i = 0; i < ins_v.size(); ++i) host::allgatherIntoTensor(ctx, outs_v[i], ins_v[i]);
   };
@@ -366,15 +325,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(std::vector
     all.insert(all.end(), list.begin(), list.end());
   }
   groupDevice("all_gather_coalesced", all);
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kAllgatherCoalesced;
-  c.fingerprint.dtype = inputs.empty() ? -1 : static_cast<int64_t>(inputs[0].scalar_type());
-  c.fingerprint.numel = totalNumel(inputs);
-  c.fingerprint.layout = layoutHash(inputs);
-  c.op_type = c10d::OpType::ALLGATHER_COALESCED;
-  c.tensors = all;
+  Collective c(CollectiveKind::kAllgatherCoalesced, c10d::OpType::ALLGATHER_COALESCED, opts.timeout, all);
+  c.fingerprint.describeTensors(inputs);
   for (const auto& list : output_lists) c.outputs.insert(c.outputs.end(), list.begin(), list.end());
-  c.timeout = opts.timeout;
   std::vector<std::vector<at::Tensor>> per_input(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     for (const auto& list : output_lists) per_input[i].push_back(c.view(list[i]));
@@ -404,18 +357,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<
   std::vector<at::Tensor> all = outs;
   all.push_back(inputs[0]);
   groupDevice("gather", all);
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kGather;
+  Collective c(CollectiveKind::kGather, c10d::OpType::GATHER, opts.timeout, all, outs);
   c.fingerprint.root = opts.rootRank;
   c.fingerprint.describeTensor(inputs[0]);
   c.fingerprint.send_counts.assign(size_, 0);
   c.fingerprint.send_counts[opts.rootRank] = inputs[0].numel();
   c.fingerprint.recv_counts.assign(size_, 0);
   for (size_t r = 0; r < outs.size(); ++r) c.fingerprint.recv_counts[r] = outs[r].numel();
-  c.op_type = c10d::OpType::GATHER;
-  c.tensors = all;
-  c.outputs = outs;
-  c.timeout = opts.timeout;
   c.run = [outs_v = c.views(outs), in_v = c.view(inputs[0]), root = static_cast<int>(opts.rootRank)](host::Context& ctx) {
     host::gather(ctx, outs_v, in_v, root);
   };
@@ -441,18 +389,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>
   std::vector<at::Tensor> all = ins;
   all.push_back(outputs[0]);
   groupDevice("scatter", all);
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kScatter;
+  Collective c(CollectiveKind::kScatter, c10d::OpType::SCATTER, opts.timeout, all, outputs);
   c.fingerprint.root = opts.rootRank;
   c.fingerprint.describeTensor(outputs[0]);
   c.fingerprint.send_counts.assign(size_, 0);
   for (size_t r = 0; r < ins.size(); ++r) c.fingerprint.send_counts[r] = ins[r].numel();
   c.fingerprint.recv_counts.assign(size_, 0);
   c.fingerprint.recv_counts[opts.rootRank] = outputs[0].numel();
-  c.op_type = c10d::OpType::SCATTER;
-  c.tensors = all;
-  c.outputs = outputs;
-  c.timeout = opts.timeout;
   c.run = [out_v = c.view(outputs[0]), ins_v = c.views(ins), root = static_cast<int>(opts.rootRank)](host::Context& ctx) {
     host::scatter(ctx, out_v, ins_v, root);
   };
@@ -477,16 +420,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
   groupDevice("reduce_scatter", all);
   checkSameDtype("reduce_scatter", ins, out.scalar_type());
   host::checkReducible("reduce_scatter", out.scalar_type(), opts.reduceOp);
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kReduceScatter;
+  Collective c(CollectiveKind::kReduceScatter, c10d::OpType::REDUCE_SCATTER, opts.timeout, all, outputs);
   c.fingerprint.reduce_op = opts.reduceOp.op_;
   c.fingerprint.describeTensor(out);
   c.fingerprint.send_counts.assign(size_, out.numel());
   c.fingerprint.recv_counts.assign(size_, out.numel());
-  c.op_type = c10d::OpType::REDUCE_SCATTER;
-  c.tensors = all;
-  c.outputs = outputs;
-  c.timeout = opts.timeout;
   c.run = [out_v = c.view(out), ins_v = c.views(ins), red = host::Reduction::from(opts.reduceOp)](host::Context& ctx) {
     host::reduceScatter(ctx, out_v, ins_v, red);
   };
@@ -501,14 +439,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
                     input.numel(), " elements; it needs the group size (", size_, ") times the output's (",
                     output.numel(), ")");
   host::checkReducible("reduce_scatter_tensor", output.scalar_type(), opts.reduceOp);
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kReduceScatterTensor;
+  Collective c(CollectiveKind::kReduceScatterTensor, c10d::OpType::_REDUCE_SCATTER_BASE, opts.timeout,
+               {output, input}, {output});
   c.fingerprint.reduce_op = opts.reduceOp.op_;
   c.fingerprint.describeTensor(input);
-  c.op_type = c10d::OpType::_REDUCE_SCATTER_BASE;
-  c.tensors = {output, input};
-  c.outputs = {output};
-  c.timeout = opts.timeout;
   c.run = [out_v = c.view(output), in_v = c.view(input), red = host::Reduction::from(opts.reduceOp)](
               host::Context& ctx) { host::reduceScatterTensor(ctx, out_v, in_v, red); };
   return launch(std::move(c));
@@ -528,16 +462,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
                       size_, " times its elements");
     host::checkReducible("reduce_scatter_tensor_coalesced", inputs[i].scalar_type(), opts.reduceOp);
   }
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kReduceScatterCoalesced;
+  Collective c(CollectiveKind::kReduceScatterCoalesced, c10d::OpType::COALESCED, opts.timeout, all, outputs);
   c.fingerprint.reduce_op = opts.reduceOp.op_;
-  c.fingerprint.dtype = inputs.empty() ? -1 : static_cast<int64_t>(inputs[0].scalar_type());
-  c.fingerprint.numel = totalNumel(inputs);
-  c.fingerprint.layout = layoutHash(inputs);
-  c.op_type = c10d::OpType::COALESCED;
-  c.tensors = all;
-  c.outputs = outputs;
-  c.timeout = opts.timeout;
+  c.fingerprint.describeTensors(inputs);
   c.run = [outs_v = c.views(outputs), ins_v = c.views(inputs), red = host::Reduction::from(opts.reduceOp)](
               host::Context& ctx) {
     for (size_t i = 0; i < ins_v.size(); ++i) host::reduceScatterTensor(ctx, outs_v[i], ins_v[i], red);
@@ -576,15 +503,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& outpu
   };
   std::vector<int64_t> out_counts = counts(output, output_split_sizes, "output");
   std::vector<int64_t> in_counts = counts(input, input_split_sizes, "input");
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kAlltoallSingle;
+  Collective c(CollectiveKind::kAlltoallSingle, c10d::OpType::ALLTOALL_BASE, opts.timeout, {output, input}, {output});
   c.fingerprint.describeTensor(input);
   c.fingerprint.send_counts = in_counts;
   c.fingerprint.recv_counts = out_counts;
-  c.op_type = c10d::OpType::ALLTOALL_BASE;
-  c.tensors = {output, input};
-  c.outputs = {output};
-  c.timeout = opts.timeout;
   c.run = [out_v = c.view(output), in_v = c.view(input), out_counts, in_counts](host::Context& ctx) {
     host::alltoallSingle(ctx, out_v, in_v, out_counts, in_counts);
   };
@@ -601,15 +523,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
   all.insert(all.end(), inputs.begin(), inputs.end());
   groupDevice("all_to_all", all);
   checkSameDtype("all_to_all", all, inputs[0].scalar_type());
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kAlltoall;
+  Collective c(CollectiveKind::kAlltoall, c10d::OpType::ALLTOALL, opts.timeout, all, outputs);
   c.fingerprint.describeTensor(inputs[0]);
   for (const at::Tensor& t : inputs) c.fingerprint.send_counts.push_back(t.numel());
   for (const at::Tensor& t : outputs) c.fingerprint.recv_counts.push_back(t.numel());
-  c.op_type = c10d::OpType::ALLTOALL;
-  c.tensors = all;
-  c.outputs = outputs;
-  c.timeout = opts.timeout;
   c.run = [outs_v = c.views(outputs), ins_v = c.views(inputs)](host::Context& ctx) { host::alltoall(ctx, outs_v, ins_v); };
   return launch(std::move(c));
 }
@@ -619,11 +536,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOpti
   if (opts.device && opts.device->is_privateuseone()) device = *opts.device;
   if (!opts.device_ids.empty()) device = c10::Device(c10::DeviceType::PrivateUse1, opts.device_ids[0]);
   if (device && !device->has_index()) device = c10::Device(c10::DeviceType::PrivateUse1, c10_npu::current_device());
-  Collective c;
-  c.fingerprint.kind = CollectiveKind::kBarrier;
-  c.op_type = c10d::OpType::BARRIER;
+  Collective c(CollectiveKind::kBarrier, c10d::OpType::BARRIER, opts.timeout);
   c.device = device;
-  c.timeout = opts.timeout;
   c.host_wait = true;
   c.run = [](host::Context& ctx) { host::barrier(ctx); };
   return launch(std::move(c));

@@ -90,6 +90,11 @@ class ProcessGroupHCCL : public c10d::Backend {
   // One collective as issued: its fingerprint, the device tensors it touches, and the host code
   // that moves the data (over views taken when it is issued).
   struct Collective {
+    Collective(CollectiveKind kind, c10d::OpType type, std::chrono::milliseconds timeout,
+               std::vector<at::Tensor> tensors = {}, std::vector<at::Tensor> outputs = {})
+        : op_type(type), tensors(std::move(tensors)), outputs(std::move(outputs)), timeout(timeout) {
+      fingerprint.kind = kind;
+    }
     Fingerprint fingerprint;
     c10d::OpType op_type = c10d::OpType::UNKNOWN;
     std::vector<at::Tensor> tensors;

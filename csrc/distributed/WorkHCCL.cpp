@@ -6,9 +6,40 @@
 
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/distributed/StreamOrder.h"
 #include "csrc/framework/DeviceTask.h"
 
 namespace c10d_npu {
+
+void Completion::finish(const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;
+    done_ = true;
+    error_ = error;
+  }
+  cv_.notify_all();
+}
+
+void Completion::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return done_; });
+}
+
+bool Completion::waitFor(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
+bool Completion::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+std::string Completion::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
 
 WorkHCCL::WorkHCCL(int rank, c10d::OpType type, uint64_t seq, std::string what, c10::Device device,
                    std::vector<at::Tensor> outputs, bool blocking_wait, bool host_wait)
@@ -25,7 +56,6 @@ void WorkHCCL::markFinished(const std::string& error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (completed_) return;
-    error_ = error;
     if (!error.empty()) {
       exception_ = std::make_exception_ptr(
           c10::DistBackendError(c10::SourceLocation{"hccl", __FILE__, __LINE__}, what_ + " failed: " + error));
@@ -33,6 +63,7 @@ void WorkHCCL::markFinished(const std::string& error) {
     completed_ = true;
     if (future_on_finish_) future = future_;
   }
+  completion_->finish(error);  // after exception_ is set: a woken waiter finds it
   cv_.notify_all();
   if (future) {
     if (error.empty()) future->markCompleted(c10::IValue(outputs_));
@@ -58,12 +89,11 @@ std::exception_ptr WorkHCCL::exception() const {
 std::vector<at::Tensor> WorkHCCL::result() { return outputs_; }
 
 bool WorkHCCL::waitFinished(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == kNoTimeout) {
-    cv_.wait(lock, [&] { return completed_; });
+    completion_->wait();
     return true;
   }
-  return cv_.wait_for(lock, timeout, [&] { return completed_; });
+  return completion_->waitFor(timeout);
 }
 
 void WorkHCCL::throwIfFailed() const {
@@ -76,13 +106,14 @@ void WorkHCCL::blockCurrentStream() {
   if (isCompleted()) return;
   // A task on the caller's stream that holds the stream until the collective has finished and
   // fails it with the collective's error, so the next sync on that stream raises DistBackendError.
-  c10::intrusive_ptr<WorkHCCL> self = c10::intrusive_ptr<WorkHCCL>::reclaim_copy(this);
-  at_npu::native::launchDeviceTask(
-      c10_npu::getCurrentNPUStream(device_.index()), what_, [self] {
-        self->waitFinished(kNoTimeout);
-        std::lock_guard<std::mutex> lock(self->mutex_);
-        if (!self->error_.empty()) throw std::runtime_error(self->error_);
-      });
+  c10_npu::NPUStream caller = c10_npu::getCurrentNPUStream(device_.index());
+  uint64_t before = stream_order::taskCount(caller);
+  at_npu::native::launchDeviceTask(caller, what_, [completion = completion_] {
+    completion->wait();
+    std::string error = completion->error();
+    if (!error.empty()) throw std::runtime_error(error);
+  });
+  if (future_stream_) stream_order::noteWaitFor(caller, *future_stream_, before);
 }
 
 void WorkHCCL::synchronize() { blockCurrentStream(); }

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +14,23 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 namespace c10d_npu {
+
+// Whether a collective has finished, and its error. Tasks that wait for the collective on a caller's
+// stream share this, not the Work (nor the output tensors it returns).
+class Completion {
+ public:
+  void finish(const std::string& error);  // the first call wins
+  void wait();
+  bool waitFor(std::chrono::milliseconds timeout);  // false if it timed out
+  bool done() const;
+  std::string error() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::string error_;
+};
 
 class WorkHCCL : public c10d::Work {
  public:
@@ -35,8 +55,9 @@ class WorkHCCL : public c10d::Work {
   void throwIfFailed() const;
 
   const std::string& what() const { return what_; }
-  // NCCL style: the future is complete at once, with its events on `stream` (the one running the
-  // collective). It is made when first asked for; its events then sit at or after the collective.
+  // The collective finishes in `stream`'s order (the communication stream running it). NCCL style:
+  // the future is complete at once, with its events on that stream; it is made when first asked
+  // for, so its events sit at or after the collective.
   void completeFutureOn(const c10::Stream& stream) { future_stream_ = stream; }
   // For works finished off any stream (send / recv): completed when the transfer finishes.
   void completeFutureWhenFinished();
@@ -48,7 +69,7 @@ class WorkHCCL : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   const bool blocking_wait_;
   const bool host_wait_;  // barrier: wait() returns once every rank has arrived
-  std::string error_;
+  const std::shared_ptr<Completion> completion_ = std::make_shared<Completion>();
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::optional<c10::Stream> future_stream_;
   std::mutex future_mutex_;

@@ -97,7 +97,10 @@ void launchDeviceTask(const c10_npu::NPUStream& stream, const char* what, std::f
     nrtActivityLabelNextTask(collective ? NRT_ACTIVITY_COLLECTIVE : NRT_ACTIVITY_HOST_TASK, task->what,
                              collective ? static_cast<uint64_t>(t_collective_bytes) : 0);
   }
-  NPU_CHECK(nrtLaunchHostFunc(stream.handle(), &runQueuedTask, task.get()));
+  // Named, so that the watchdog and injected faults (NPU_SIM_FAULT op=...) can name the op and the
+  // line that launched it. Both strings live for the process (literals or interned).
+  NPU_CHECK(nrtLaunchHostFuncNamed(stream.handle(), &runQueuedTask, task.get(), task->what,
+                                   task->site != nullptr ? task->site->location.c_str() : nullptr));
   task.release();  // owned by the stream until it runs
   if (policy.launch_blocking) stream.synchronize();
 }

@@ -58,14 +58,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_op_stats", [] { at_npu::native::resetOpStats(); });
   m.def("_device_count", [] { return static_cast<int>(c10_npu::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(c10_npu::current_device()); });
-  m.def("_set_device", [](int device) { c10_npu::set_device(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_check_device", [](int device) {
-    c10_npu::check_device_index(static_cast<c10::DeviceIndex>(device));
+  m.def("_set_device", [](int64_t device) { c10_npu::set_device(c10_npu::checked_device_index(device)); });
+  m.def("_check_device", [](int64_t device) { c10_npu::checked_device_index(device); });
+  m.def("_synchronize", [](int64_t device) {
+    const c10::DeviceIndex index = c10_npu::checked_device_index(device);
+    py::gil_scoped_release no_gil;
+    c10_npu::device_synchronize(index);
   });
-  m.def(
-      "_synchronize",
-      [](int device) { c10_npu::device_synchronize(static_cast<c10::DeviceIndex>(device)); },
-      py::call_guard<py::gil_scoped_release>());
+  // "ok", or "lost" once an injected device_lost fault (NPU_SIM_FAULT) took the device.
+  m.def("_get_device_status", [](int64_t device) {
+    nrtDeviceStatus status = NRT_DEVICE_OK;
+    NPU_CHECK(nrtGetDeviceStatus(static_cast<int32_t>(c10_npu::checked_device_index(device)), &status));
+    return std::string(status == NRT_DEVICE_LOST ? "lost" : "ok");
+  });
   m.def("_default_generator", [](int device) {
     const at::Generator& gen = c10_npu::getDefaultNPUGenerator(static_cast<c10::DeviceIndex>(device));
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));

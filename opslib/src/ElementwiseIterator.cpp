@@ -12,6 +12,26 @@ struct Dim {
   std::array<int64_t, kMaxOperands> stride;
 };
 
+// Every operand has out's shape and a row-major contiguous layout.
+bool AllContiguousSameShape(const aclTensor& out, std::span<const aclTensor* const> inputs) {
+  const auto sizes = out.sizes();
+  const auto out_strides = out.strides();
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] != 1 && out_strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  for (const aclTensor* input : inputs) {
+    if (input->ndim != out.ndim) return false;
+    const auto in_sizes = input->sizes();
+    const auto in_strides = input->strides();
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (in_sizes[d] != sizes[d] || (sizes[d] != 1 && in_strides[d] != out_strides[d])) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 ElementwisePlan MakeElementwisePlan(const aclTensor& out, std::span<const aclTensor* const> inputs) {
@@ -29,6 +49,14 @@ ElementwisePlan MakeElementwisePlan(const aclTensor& out, std::span<const aclTen
     }
   }
   if (plan.numel == 0) return plan;
+  if (AllContiguousSameShape(out, inputs)) {
+    // The common small op (a + b on same-shape contiguous tensors): one dim, no reordering.
+    plan.dims.Resize(1);
+    plan.dims.size(0) = plan.numel;
+    for (int k = 0; k < operands; ++k) plan.dims.stride(k, 0) = 1;
+    plan.contiguous = true;
+    return plan;
+  }
 
   // Scratch reused by every plan built on this thread: no allocation per op once it has grown.
   thread_local std::vector<Dim> dims;

@@ -3,6 +3,9 @@
 #include "Executor.h"
 
 #include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
 #include <stdexcept>
 #include <utility>
 
@@ -33,15 +36,22 @@ int RunExecutor(void* data) {
   return 1;
 }
 
+// Custom op names live for the process like built-in ones, so that the runtime can keep pointers
+// to them (task names for the watchdog and injected faults). Custom ops are few.
+const char* InternName(const char* name) {
+  static std::mutex mutex;
+  static auto* names = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  return names->insert(name).first->c_str();
+}
+
 }  // namespace
 
-// A custom op's executor: its name is the package's, copied here; destroyUserData runs when the
+// A custom op's executor: its name is the package's (interned); destroyUserData runs when the
 // executor goes away (after it ran, or unlaunched).
 struct CustomExecutor final : aclOpExecutor {
   CustomExecutor(const char* name, aclnnKernelFn kernel, void* data, void (*destroy)(void*))
-      : aclOpExecutor(nullptr, -1), owned_name(name), kernel(kernel), data(data), destroy(destroy) {
-    op_name = owned_name.c_str();
-  }
+      : aclOpExecutor(InternName(name), -1), kernel(kernel), data(data), destroy(destroy) {}
   ~CustomExecutor() override {
     if (destroy != nullptr) destroy(data);
   }
@@ -49,7 +59,6 @@ struct CustomExecutor final : aclOpExecutor {
     const int code = kernel(data, workspace, workspace_size);
     if (code != 0) throw std::runtime_error(StrCat("kernel returned ", code));
   }
-  std::string owned_name;
   aclnnKernelFn kernel;
   void* data;
   void (*destroy)(void*);
@@ -108,7 +117,9 @@ aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize, aclOpEx
     owned->workspace = workspace;
     owned->workspace_size = workspaceSize;
     if (nrtActivityIsEnabled()) nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, owned->op_name, 0);
-    const nrtError_t error = nrtLaunchHostFunc(stream, &npu::opslib::RunExecutor, owned.get());
+    // Named (op names and static tags live for the process) for the watchdog and injected faults.
+    const nrtError_t error = nrtLaunchHostFuncNamed(stream, &npu::opslib::RunExecutor, owned.get(), owned->op_name,
+                                                    owned->static_tag);
     if (error != NRT_SUCCESS) {
       return NOP_FAIL(ACLNN_ERR_RUNTIME_ERROR, owned->op_name, ": the runtime refused the launch (",
                       nrtGetErrorName(error), "): ", nrtGetRecentErrMsg());

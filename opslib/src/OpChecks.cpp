@@ -95,9 +95,15 @@ aclnnStatus CheckMemory(const char* op, std::initializer_list<NamedTensor> tenso
 aclnnStatus CheckMemory(const char* op, std::span<const NamedTensor> tensors, int32_t* device) {
   *device = -1;
   const char* device_owner = nullptr;
-  // Byte ranges already found in device memory: in-place ops name the same memory twice.
-  std::array<std::pair<const void*, const void*>, 4> checked{};
-  size_t checked_count = 0;
+  // Device allocations already found: the operands of an op usually lie in one or two of them
+  // (the caching allocator carves tensors out of a few segments), so most ranges need no lookup.
+  struct Found {
+    const char* base;
+    size_t size;
+    int32_t device;
+  };
+  std::array<Found, 4> found{};
+  size_t found_count = 0;
   for (const NamedTensor& t : tensors) {
     const aclTensor& tensor = *t.tensor;
     if (tensor.numel() == 0) continue;  // touches no memory
@@ -126,31 +132,37 @@ aclnnStatus CheckMemory(const char* op, std::span<const NamedTensor> tensors, in
                         " elements");
       }
     }
-    // Both ends of the touched range must be device memory of the same device.
+    // Both ends of the touched range must lie in one device allocation.
     const int64_t itemsize = ElementSize(tensor.dtype);
-    const char* base = static_cast<const char*>(tensor.data);
-    const void* first = base + lowest * itemsize;
-    const void* last = base + highest * itemsize + itemsize - 1;
-    const auto range = std::make_pair(first, last);
-    if (std::find(checked.begin(), checked.begin() + checked_count, range) !=
-        checked.begin() + checked_count) {
-      continue;
+    const char* data = static_cast<const char*>(tensor.data);
+    const char* first = data + lowest * itemsize;
+    const char* last = data + highest * itemsize + itemsize - 1;
+    const auto holds = [&](const Found& f) {
+      return static_cast<size_t>(first - f.base) < f.size && static_cast<size_t>(last - f.base) < f.size;
+    };
+    const Found* owner = nullptr;
+    for (size_t i = 0; i < found_count && owner == nullptr; ++i) {
+      if (holds(found[i])) owner = &found[i];
     }
-    if (checked_count < checked.size()) checked[checked_count++] = range;
-    int32_t first_device = -1;
-    int32_t last_device = -1;
-    if (nrtPointerGetDevice(first, &first_device) != NRT_SUCCESS ||
-        nrtPointerGetDevice(last, &last_device) != NRT_SUCCESS || first_device != last_device) {
-      return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " (", ViewString(tensor),
-                      ", data ", tensor.data,
-                      ") is not inside one device allocation; device ops take memory from nrtMalloc");
-    }
-    if (*device == -1) {
-      *device = first_device;
-      device_owner = t.name;
-    } else if (first_device != *device) {
-      return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " is on npu:", first_device,
-                      " but ", device_owner, " is on npu:", *device);
+    if (owner == nullptr) {
+      Found f{};
+      void* base = nullptr;
+      const bool live = nrtPointerGetRange(first, &f.device, &base, &f.size) == NRT_SUCCESS;
+      f.base = static_cast<const char*>(base);
+      if (!live || !holds(f)) {
+        return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " (", ViewString(tensor),
+                        ", data ", tensor.data,
+                        ") is not inside one device allocation; device ops take memory from nrtMalloc");
+      }
+      if (found_count < found.size()) found[found_count++] = f;
+      const int32_t first_device = f.device;
+      if (*device == -1) {
+        *device = first_device;
+        device_owner = t.name;
+      } else if (first_device != *device) {
+        return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " is on npu:", first_device,
+                        " but ", device_owner, " is on npu:", *device);
+      }
     }
   }
   return ACLNN_SUCCESS;

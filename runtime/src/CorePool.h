@@ -44,6 +44,9 @@ class CorePool {
   bool stopping_ = false;
 };
 
+// In a forked child: abandons the parent's pools (their threads are gone); see Runtime.cpp.
+void ForgetCorePoolsAfterFork();
+
 }  // namespace npu::runtime
 
 #endif  // NPU_RUNTIME_SRC_CORE_POOL_H_

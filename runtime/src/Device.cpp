@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "Error.h"
+#include "FaultInjection.h"
 #include "Runtime.h"
 #include "SocInfo.h"
 
@@ -159,6 +160,18 @@ nrtError_t nrtGetDevice(int32_t* device) {
       return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetDevice: device is NULL");
     }
     *device = npu::runtime::CurrentDevice(rt.generation());
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtGetDeviceStatus(int32_t device, nrtDeviceStatus* status) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (status == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetDeviceStatus: status is NULL");
+    }
+    if (nrtError_t error = npu::runtime::CheckDevice(rt.config(), device)) return error;
+    const bool lost = rt.faults() != nullptr && rt.faults()->Lost(device);
+    *status = lost ? NRT_DEVICE_LOST : NRT_DEVICE_OK;
     return NRT_SUCCESS;
   });
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "Error.h"
+#include "FaultInjection.h"
 #include "Log.h"
 #include "Runtime.h"
 
@@ -185,6 +186,9 @@ extern "C" {
 nrtError_t nrtMalloc(void** ptr, size_t size) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     if (ptr == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtMalloc: ptr is NULL");
+    if (rt.faults() != nullptr) {
+      if (nrtError_t error = rt.faults()->OnAllocate(rt.current_device(), size)) return error;
+    }
     return rt.memory().Allocate(rt.current_device(), size, ptr);
   });
 }
@@ -219,6 +223,23 @@ nrtError_t nrtPointerGetDevice(const void* ptr, int32_t* device) {
                          " is not inside a live device allocation");
     }
     *device = block->device;
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtPointerGetRange(const void* ptr, int32_t* device, void** base, size_t* size) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (device == nullptr || base == nullptr || size == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtPointerGetRange: device, base or size is NULL");
+    }
+    const auto block = rt.memory().Find(ptr);
+    if (!block || block->device == npu::runtime::kPinnedHost) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_POINTER, "nrtPointerGetRange: ", ptr,
+                         " is not inside a live device allocation");
+    }
+    *device = block->device;
+    *base = block->base;
+    *size = block->size;
     return NRT_SUCCESS;
   });
 }

@@ -41,6 +41,10 @@ const char* ErrorName(nrtError_t code) {
       return "NRT_ERROR_NOT_INITIALIZED";
     case NRT_ERROR_EVENT_NOT_RECORDED:
       return "NRT_ERROR_EVENT_NOT_RECORDED";
+    case NRT_ERROR_TASK_TIMEOUT:
+      return "NRT_ERROR_TASK_TIMEOUT";
+    case NRT_ERROR_DEVICE_LOST:
+      return "NRT_ERROR_DEVICE_LOST";
   }
   return "NRT_ERROR_UNKNOWN";
 }

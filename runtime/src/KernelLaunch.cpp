@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "Activity.h"
+#include <atomic>
+
 #include "CorePool.h"
 #include "Error.h"
 #include "Runtime.h"
@@ -75,10 +77,16 @@ class CorePools {
 };
 
 // Leaked: kernel tasks may still run while static destructors do.
-CorePools& Pools() {
-  static auto* pools = new CorePools;
-  return *pools;
-}
+std::atomic<CorePools*> g_pools{new CorePools};
+CorePools& Pools() { return *g_pools.load(std::memory_order_acquire); }
+
+}  // namespace
+
+// The parent's core threads do not exist in a forked child: joining them would fail, so the old
+// pools are leaked and the child starts its own on demand.
+void ForgetCorePoolsAfterFork() { g_pools.store(new CorePools); }
+
+namespace {
 
 struct KernelTask {
   std::string name;

@@ -6,6 +6,7 @@
 #include "Activity.h"
 #include "DeviceMemory.h"
 #include "Error.h"
+#include "FaultInjection.h"
 #include "Log.h"
 #include "Runtime.h"
 #include "Stream.h"
@@ -118,6 +119,14 @@ nrtError_t nrtMemcpy(void* dst, const void* src, size_t count, nrtMemcpyKind kin
       return error;
     }
     if (count == 0) return NRT_SUCCESS;
+    if (npu::runtime::FaultInjector* faults = rt.faults()) {
+      const int device = rt.current_device();
+      if (faults->Lost(device)) return faults->FailLost(device, "nrtMemcpy");
+      if (std::optional<std::string> injected = faults->OnMemcpy(device)) {
+        return NPU_RT_FAIL(NRT_ERROR_TASK_FAILED, "memcpy (", npu::runtime::KindName(kind), ", ", count,
+                           " bytes) failed on npu:", device, ": ", *injected);
+      }
+    }
     const uint64_t start = npu::runtime::activity::Active() ? npu::runtime::activity::Now() : 0;
     // memmove: a device-to-device copy may stay within one allocation and overlap.
     std::memmove(dst, src, count);
@@ -146,6 +155,17 @@ nrtError_t nrtMemcpyAsync(void* dst, const void* src, size_t count, nrtMemcpyKin
                npu::runtime::KindName(kind), ") on ", found->name());
     if (npu::runtime::activity::Active()) {
       npu::runtime::activity::LabelTask(NRT_ACTIVITY_MEMCPY, nullptr, count, kind);
+    }
+    if (npu::runtime::FaultInjector* faults = rt.faults(); faults != nullptr && faults->any_memcpy()) {
+      if (std::optional<std::string> injected = faults->OnMemcpy(found->device())) {
+        // Fails in stream order, like a copy the device could not complete.
+        std::string message = npu::runtime::StrCat("memcpy (", npu::runtime::KindName(kind), ", ", count,
+                                                   " bytes) failed on ", found->name(), ": ", *injected);
+        return found->Enqueue([message = std::move(message)] {
+          nrtSetTaskErrMsg(message.c_str());
+          return 1;
+        }, false, "memcpy");
+      }
     }
     return found->Enqueue([dst, src, count] {
       std::memmove(dst, src, count);

@@ -5,10 +5,14 @@
 #include <condition_variable>
 #include <mutex>
 
+#include <pthread.h>
+
 #include "DeviceMemory.h"
 #include "Error.h"
 #include "Event.h"
+#include "FaultInjection.h"
 #include "Log.h"
+#include "CorePool.h"
 #include "Stream.h"
 #include "StreamRegistry.h"
 
@@ -26,9 +30,28 @@ struct Lifecycle {
 
 // Leaked on purpose, together with the Runtime it points to: other libraries free device memory
 // from their static destructors at exit, after which our own destructors would already have run.
+std::atomic<Lifecycle*> g_lifecycle{nullptr};
+
+// In a forked child only the forking thread exists: the parent's stream workers, core threads and
+// whatever locks they held are gone. The child abandons (leaks) the parent's runtime and starts a
+// fresh one at its next call; handles and device pointers from the parent are invalid there.
+void ResetAfterFork() {
+  Lifecycle* parent = g_lifecycle.load();
+  auto* fresh = new Lifecycle;
+  // A new generation: per-thread caches and current devices of the parent's runtime are ignored.
+  fresh->generations = parent->generations + 1;
+  g_lifecycle.store(fresh);
+  ForgetCorePoolsAfterFork();
+}
+
 Lifecycle& GetLifecycle() {
-  static Lifecycle* lifecycle = new Lifecycle;
-  return *lifecycle;
+  static const bool registered = [] {
+    g_lifecycle.store(new Lifecycle);
+    pthread_atfork(nullptr, nullptr, &ResetAfterFork);
+    return true;
+  }();
+  (void)registered;
+  return *g_lifecycle.load(std::memory_order_acquire);
 }
 
 Runtime* Start(Lifecycle& lifecycle) {
@@ -54,8 +77,10 @@ void ReleaseCall(Lifecycle& lifecycle) {
 Runtime::Runtime(const Config& config, uint64_t generation)
     : config_(config),
       generation_(generation),
+      faults_(FaultInjector::FromEnv()),
       memory_(std::make_unique<DeviceMemory>(config.device_count, config.memory_capacity)),
-      streams_(std::make_unique<StreamRegistry>(config.device_count, generation)),
+      streams_(std::make_unique<StreamRegistry>(config.device_count, generation,
+                                                StreamOptions{faults_.get(), ReadTaskTimeoutFromEnv()})),
       events_(std::make_unique<EventRegistry>()) {
   NPU_RT_LOG(kInfo, "software NPU started: ", config.device_count, " devices with ",
              FormatBytes(config.memory_capacity), " of memory each");

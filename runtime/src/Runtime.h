@@ -15,6 +15,7 @@
 namespace npu::runtime {
 
 class DeviceMemory;
+class FaultInjector;
 class EventRegistry;
 class StreamRegistry;
 
@@ -33,10 +34,13 @@ class Runtime {
   DeviceMemory& memory() { return *memory_; }
   StreamRegistry& streams() { return *streams_; }
   EventRegistry& events() { return *events_; }
+  // Injected faults (NPU_SIM_FAULT); nullptr when none are configured.
+  FaultInjector* faults() { return faults_.get(); }
 
  private:
   const Config config_;
   const uint64_t generation_;
+  std::unique_ptr<FaultInjector> faults_;  // outlives the streams that consult it
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<StreamRegistry> streams_;
   std::unique_ptr<EventRegistry> events_;

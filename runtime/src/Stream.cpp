@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <utility>
 
@@ -12,6 +14,7 @@
 #include "Device.h"
 #include "Event.h"
 #include "Error.h"
+#include "FaultInjection.h"
 #include "Log.h"
 
 namespace npu::runtime {
@@ -55,10 +58,22 @@ bool PollFor(std::chrono::microseconds budget, Done done) {
   }
 }
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Seconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g s", seconds);
+  return text;
+}
+
 }  // namespace
 
-Stream::Stream(uint64_t id, int device, bool is_default, uint64_t generation)
-    : id_(id), device_(device), is_default_(is_default), generation_(generation) {
+Stream::Stream(uint64_t id, int device, bool is_default, uint64_t generation, StreamOptions options)
+    : id_(id), device_(device), is_default_(is_default), generation_(generation), options_(options) {
   worker_ = std::thread(&Stream::Run, this);
   worker_id_ = worker_.get_id();
   NPU_RT_LOG(kInfo, "created ", is_default ? "default " : "", name());
@@ -91,6 +106,17 @@ nrtError_t Stream::Synchronize() {
   const uint64_t target = queue_.Published();
   auto reached = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
   if (PollFor(kSyncPoll, reached)) return NRT_SUCCESS;
+  if (options_.task_timeout.count() > 0) {
+    // Watchdog on: poll, so that a task stuck for good turns into an error instead of a hang.
+    for (auto pause = std::chrono::microseconds(50); !reached();
+         pause = std::min(pause * 2, std::chrono::microseconds(2000))) {
+      if (std::optional<std::string> stuck = StuckTask()) {
+        return NPU_RT_FAIL(NRT_ERROR_TASK_TIMEOUT, *stuck);
+      }
+      std::this_thread::sleep_for(pause);
+    }
+    return NRT_SUCCESS;
+  }
   sync_waiters_.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
     const uint32_t seen = done_.load(std::memory_order_seq_cst);
@@ -99,6 +125,52 @@ nrtError_t Stream::Synchronize() {
   }
   sync_waiters_.fetch_sub(1, std::memory_order_relaxed);
   return NRT_SUCCESS;
+}
+
+nrtError_t Stream::CheckNotLost() const {
+  if (options_.faults == nullptr || !options_.faults->Lost(device_)) return NRT_SUCCESS;
+  return options_.faults->FailLost(device_, name());
+}
+
+void Stream::WatchTask(const Task& task) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  watch_since_ns_ = NowNs();
+  watch_name_ = task.name;
+  watch_site_ = task.site;
+}
+
+std::optional<std::string> Stream::StuckTask() const {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  if (watch_since_ns_ == 0) return std::nullopt;
+  const int64_t ran = NowNs() - watch_since_ns_;
+  if (ran <= options_.task_timeout.count()) return std::nullopt;
+  std::string message = StrCat(watch_name_ ? watch_name_ : "a host task", " on ", name(), " has been running for ",
+                               Seconds(static_cast<double>(ran) / 1e9), ", longer than NPU_SIM_TASK_TIMEOUT=",
+                               Seconds(static_cast<double>(options_.task_timeout.count()) / 1e9),
+                               ": it looks stuck (the stream stays busy until it finishes)");
+  message += LaunchSuffix(watch_site_);
+  return message;
+}
+
+std::optional<std::string> Stream::ApplyFaults(const Task& task, std::chrono::nanoseconds ran,
+                                               std::optional<std::string> failure) {
+  TaskFault fault = options_.faults->OnTask(device_, task.name, name());
+  if (fault.slow_factor > 1.0) {
+    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        ran * (fault.slow_factor - 1.0)));
+  }
+  if (fault.hang) {
+    // A task that never finishes; only shutting the stream down (destroy, nrtFinalize) ends it.
+    NPU_RT_LOG(kWarning, "injected hang of ", task.name ? task.name : "a host task", " on ", name());
+    while (!stopping_.load(std::memory_order_seq_cst)) {
+      const uint32_t seen = wake_.load(std::memory_order_seq_cst);
+      if (stopping_.load(std::memory_order_seq_cst)) break;
+      wake_.wait(seen, std::memory_order_seq_cst);
+    }
+  }
+  if (failure || !fault.failure) return failure;
+  *fault.failure += LaunchSuffix(task.site);
+  return fault.failure;
 }
 
 std::optional<std::string> Stream::TakeError() {
@@ -179,7 +251,19 @@ void Stream::Run() {
       // Counted first: whoever sees this marker's event done also sees the stream idle.
       retired_.store(index + 1, std::memory_order_seq_cst);
     }
-    failure = RunTask(task);
+    const bool watched = options_.task_timeout.count() > 0;
+    if (watched) WatchTask(task);
+    if (options_.faults == nullptr) {
+      failure = RunTask(task);
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      failure = RunTask(task);
+      failure = ApplyFaults(task, std::chrono::steady_clock::now() - start, std::move(failure));
+    }
+    if (watched) {
+      std::lock_guard<std::mutex> lock(watch_mu_);
+      watch_since_ns_ = 0;
+    }
     task.Reset();  // release captures before a synchronising caller can observe completion
     if (recorded) activity::TaskFinished(failure.has_value());
     if (failure) RecordFailure(*failure);

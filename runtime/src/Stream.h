@@ -3,6 +3,7 @@
 #define NPU_RUNTIME_SRC_STREAM_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,11 +19,19 @@
 namespace npu::runtime {
 
 class EventRecord;
+class FaultInjector;
+
+// What every stream of a runtime shares: injected faults (nullptr when NPU_SIM_FAULT is unset) and
+// the watchdog's limit on one task (zero: off).
+struct StreamOptions {
+  FaultInjector* faults = nullptr;
+  std::chrono::nanoseconds task_timeout{0};
+};
 
 class Stream {
  public:
   // generation is the runtime's, so that the worker's current device is this stream's device.
-  Stream(uint64_t id, int device, bool is_default, uint64_t generation);
+  Stream(uint64_t id, int device, bool is_default, uint64_t generation, StreamOptions options = {});
   ~Stream();  // Shutdown()
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -34,8 +43,13 @@ class Stream {
 
   // Queues a callable (stored inline, see Task); NRT_ERROR_INVALID_HANDLE once Shutdown() has
   // begun, and the task is then dropped.
+  // name and site must live for the process (see nrtLaunchHostFuncNamed).
   template <typename F>
-  nrtError_t Enqueue(F&& fn, bool after_count = false) {
+  nrtError_t Enqueue(F&& fn, bool after_count = false, const char* name = nullptr,
+                     const char* site = nullptr) {
+    if (options_.faults != nullptr) {
+      if (nrtError_t error = CheckNotLost()) return error;
+    }
     {
       TaskQueue::ProducerLock lock(queue_);
       if (stopping_.load(std::memory_order_relaxed)) return RefuseWork();
@@ -45,6 +59,9 @@ class Stream {
       Task& task = queue_.Reserve();
       task.Emplace(std::forward<F>(fn));
       task.after_count = after_count;
+      if (!after_count) tasks_.store(tasks_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      task.name = name;
+      task.site = site;
       queue_.Publish();
     }
     WakeWorker();
@@ -54,9 +71,14 @@ class Stream {
   // so that a stream whose last event is done also reports itself idle.
   nrtError_t EnqueueMarker(std::shared_ptr<EventRecord> record);
   // Waits until every task enqueued before the call has run (spinning briefly first: a short op
-  // finishes within microseconds); refuses on its own worker, which would wait for itself.
+  // finishes within microseconds); refuses on its own worker, which would wait for itself. With the
+  // watchdog on, fails with NRT_ERROR_TASK_TIMEOUT once the running task exceeds its limit.
   nrtError_t Synchronize();
+  // NRT_ERROR_DEVICE_LOST once an injected device_lost fault took this stream's device.
+  nrtError_t CheckNotLost() const;
   bool Idle() const { return retired_.load(std::memory_order_seq_cst) == queue_.Published(); }
+  // Tasks enqueued so far, event markers not counted (nrtStreamGetTaskCount).
+  uint64_t enqueued() const { return tasks_.load(std::memory_order_acquire); }
   bool OnWorkerThread() const { return std::this_thread::get_id() == worker_id_; }
   // The first failure since the last call (with a count of later ones), consumed by this call.
   std::optional<std::string> TakeError();
@@ -73,13 +95,21 @@ class Stream {
     }
   }
   void RecordFailure(std::string message);
+  // Watchdog: what the worker is running and since when (steady-clock ns; 0 when idle).
+  void WatchTask(const Task& task);
+  std::optional<std::string> StuckTask() const;
+  // Injected faults for a task that just ran for `ran`: may fail, slow down or hang it.
+  std::optional<std::string> ApplyFaults(const Task& task, std::chrono::nanoseconds ran,
+                                         std::optional<std::string> failure);
 
   const uint64_t id_;
   const int device_;
   const bool is_default_;
   const uint64_t generation_;
+  const StreamOptions options_;
 
   TaskQueue queue_;
+  std::atomic<uint64_t> tasks_{0};  // written by the producer holding the queue's lock
   std::atomic<bool> stopping_{false};
   alignas(64) std::atomic<bool> worker_sleeping_{false};
   std::atomic<uint32_t> wake_{0};  // futex word the idle worker sleeps on
@@ -94,6 +124,11 @@ class Stream {
   std::mutex error_mu_;  // failures are rare: a plain lock
   std::optional<std::string> first_error_;
   uint64_t later_errors_ = 0;
+
+  mutable std::mutex watch_mu_;  // used only with the watchdog on
+  int64_t watch_since_ns_ = 0;
+  const char* watch_name_ = nullptr;
+  const char* watch_site_ = nullptr;
 
   std::mutex join_mu_;  // a second Shutdown() caller must also wait for the join
   std::thread worker_;

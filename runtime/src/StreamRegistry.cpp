@@ -5,18 +5,19 @@
 
 #include "Activity.h"
 #include "Error.h"
+#include "FaultInjection.h"
 #include "Runtime.h"
 
 namespace npu::runtime {
 
-StreamRegistry::StreamRegistry(int device_count, uint64_t generation)
-    : generation_(generation), defaults_(static_cast<size_t>(device_count)) {}
+StreamRegistry::StreamRegistry(int device_count, uint64_t generation, StreamOptions options)
+    : generation_(generation), options_(options), defaults_(static_cast<size_t>(device_count)) {}
 
 StreamRegistry::~StreamRegistry() { ShutdownAll(); }
 
 std::shared_ptr<Stream> StreamRegistry::Add(int device, bool is_default) {
   const uint64_t id = NextHandleId();
-  auto stream = std::make_shared<Stream>(id, device, is_default, generation_);
+  auto stream = std::make_shared<Stream>(id, device, is_default, generation_, options_);
   streams_.Insert(id, stream);
   epoch_.fetch_add(1, std::memory_order_acq_rel);
   return stream;
@@ -177,7 +178,8 @@ nrtError_t nrtStreamSynchronize(nrtStream_t stream) {
       return error;
     }
     if (nrtError_t error = found->Synchronize()) return error;
-    return npu::runtime::ReportTaskErrors(*found);
+    if (nrtError_t error = npu::runtime::ReportTaskErrors(*found)) return error;
+    return found->CheckNotLost();
   });
 }
 
@@ -209,6 +211,16 @@ nrtError_t nrtStreamGetDevice(nrtStream_t stream, int32_t* device) {
   });
 }
 
+nrtError_t nrtStreamGetTaskCount(nrtStream_t stream, uint64_t* count) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (count == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamGetTaskCount: count is NULL");
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    *count = found->enqueued();
+    return NRT_SUCCESS;
+  });
+}
+
 nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     // Taken first, so that a refused launch does not leave its label to the next one.
@@ -222,6 +234,19 @@ nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data
   });
 }
 
+nrtError_t nrtLaunchHostFuncNamed(nrtStream_t stream, nrtHostFunc fn, void* user_data, const char* name,
+                                  const char* site) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (npu::runtime::activity::Active()) npu::runtime::activity::TakeHostFuncLabel();
+    if (fn == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtLaunchHostFuncNamed: fn is NULL");
+    Stream* found = nullptr;
+    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
+      return error;
+    }
+    return found->Enqueue([fn, user_data] { return fn(user_data); }, false, name, site);
+  });
+}
+
 nrtError_t nrtDeviceSynchronize(void) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     // Only this thread replaces its cached list, so it stays valid (and its streams alive) here.
@@ -229,7 +254,11 @@ nrtError_t nrtDeviceSynchronize(void) {
     for (const StreamPtr& stream : streams) {
       if (nrtError_t error = stream->Synchronize()) return error;
     }
-    return npu::runtime::ReportTaskErrors(streams);
+    if (nrtError_t error = npu::runtime::ReportTaskErrors(streams)) return error;
+    if (rt.faults() != nullptr && rt.faults()->Lost(rt.current_device())) {
+      return rt.faults()->FailLost(rt.current_device(), "nrtDeviceSynchronize");
+    }
+    return NRT_SUCCESS;
   });
 }
 

@@ -16,7 +16,7 @@ namespace npu::runtime {
 
 class StreamRegistry {
  public:
-  StreamRegistry(int device_count, uint64_t generation);
+  StreamRegistry(int device_count, uint64_t generation, StreamOptions options = {});
   ~StreamRegistry();  // ShutdownAll()
   StreamRegistry(const StreamRegistry&) = delete;
   StreamRegistry& operator=(const StreamRegistry&) = delete;
@@ -39,6 +39,7 @@ class StreamRegistry {
   std::shared_ptr<Stream> Add(int device, bool is_default);
 
   const uint64_t generation_;
+  const StreamOptions options_;
   // Bumped whenever a stream is created or destroyed: invalidates the per-thread caches.
   std::atomic<uint64_t> epoch_{0};
   HandleTable<Stream> streams_;  // every live stream, defaults included

@@ -55,6 +55,9 @@ class Task {
   }
   // Run after the stream counts it complete (event markers: a done event implies an idle stream).
   bool after_count = false;
+  // The op and its launch site (nrtLaunchHostFuncNamed), for the watchdog and injected faults.
+  const char* name = nullptr;
+  const char* site = nullptr;
 
  private:
   int (*run_)(void*) = nullptr;

@@ -9,6 +9,7 @@
 
 #include "DeviceMemory.h"
 #include "Error.h"
+#include "FaultInjection.h"
 #include "Log.h"
 #include "Runtime.h"
 
@@ -239,6 +240,9 @@ nrtError_t nrtReleaseMemAddress(void* ptr) {
 nrtError_t nrtMapMem(void* ptr, size_t size) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     if (nrtError_t error = CheckPages("nrtMapMem", ptr, size)) return error;
+    if (rt.faults() != nullptr) {
+      if (nrtError_t error = rt.faults()->OnAllocate(rt.current_device(), size)) return error;
+    }
     return rt.memory().Map(ptr, size);
   });
 }

@@ -167,6 +167,28 @@ TEST_F(MemoryTest, PointerGetDeviceFindsInteriorPointers) {
   EXPECT_EQ(nrtPointerGetDevice(ptr, &device), NRT_ERROR_INVALID_POINTER);
 }
 
+TEST_F(MemoryTest, PointerGetRangeGivesTheWholeAllocation) {
+  NRT_ASSERT_OK(nrtSetDevice(1));
+  char* ptr = nullptr;
+  NRT_ASSERT_OK(nrtMalloc(reinterpret_cast<void**>(&ptr), 1000));
+  for (const char* p : {ptr, ptr + 500, ptr + 999}) {
+    int32_t device = -1;
+    void* base = nullptr;
+    size_t size = 0;
+    NRT_EXPECT_OK(nrtPointerGetRange(p, &device, &base, &size));
+    EXPECT_EQ(device, 1);
+    EXPECT_EQ(base, ptr);
+    EXPECT_EQ(size, 1000u);
+  }
+  int32_t device = -1;
+  void* base = nullptr;
+  size_t size = 0;
+  EXPECT_EQ(nrtPointerGetRange(ptr + 1000, &device, &base, &size), NRT_ERROR_INVALID_POINTER);
+  EXPECT_EQ(nrtPointerGetRange(ptr, &device, nullptr, &size), NRT_ERROR_INVALID_VALUE);
+  NRT_EXPECT_OK(nrtFree(ptr));
+  EXPECT_EQ(nrtPointerGetRange(ptr, &device, &base, &size), NRT_ERROR_INVALID_POINTER);
+}
+
 TEST_F(MemoryTest, PinnedHostMemoryIsTrackedAndFreedSeparately) {
   SetEnv("NPU_SIM_MEMORY", "64M");
   char* pinned = nullptr;

@@ -33,6 +33,32 @@ TEST_F(StreamTest, QueryIsNotReadyUntilPendingWorkRuns) {
   NRT_EXPECT_OK(nrtStreamDestroy(stream));
 }
 
+TEST_F(StreamTest, TaskCountAdvancesWithEachEnqueuedTask) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  uint64_t before = 0, after = 0;
+  NRT_ASSERT_OK(nrtStreamGetTaskCount(stream, &before));
+  EXPECT_EQ(before, 0u);
+  Gate gate;
+  NRT_ASSERT_OK(LaunchCallable(stream, gate.Blocker()));
+  NRT_ASSERT_OK(LaunchCallable(stream, [] { return 0; }));
+  NRT_ASSERT_OK(nrtStreamGetTaskCount(stream, &after));
+  EXPECT_EQ(after, 2u) << "counted when enqueued, not when run";
+  nrtEvent_t event = nullptr;
+  NRT_ASSERT_OK(nrtEventCreate(&event));
+  NRT_ASSERT_OK(nrtEventRecord(event, stream));
+  NRT_ASSERT_OK(nrtStreamGetTaskCount(stream, &after));
+  EXPECT_EQ(after, 2u) << "recording an event enqueues no task";
+  gate.Open();
+  NRT_ASSERT_OK(nrtStreamSynchronize(stream));
+  NRT_ASSERT_OK(nrtStreamGetTaskCount(stream, &after));
+  EXPECT_EQ(after, 2u);
+  EXPECT_EQ(nrtStreamGetTaskCount(stream, nullptr), NRT_ERROR_INVALID_VALUE);
+  NRT_EXPECT_OK(nrtEventDestroy(event));
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
+  EXPECT_EQ(nrtStreamGetTaskCount(stream, &after), NRT_ERROR_INVALID_HANDLE);
+}
+
 TEST_F(StreamTest, TasksRunInOrderOnTheDefaultStream) {
   std::vector<int> order;
   for (int i = 0; i < 100; ++i) {

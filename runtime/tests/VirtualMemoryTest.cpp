@@ -60,6 +60,11 @@ TEST_F(VirtualMemoryTest, MappedRunsAreDeviceMemoryForCopiesAndLookups) {
   NRT_ASSERT_OK(nrtMapMem(p + kMiB, kMiB));
   NRT_EXPECT_OK(nrtPointerGetDevice(p + kMiB + 5, &device));
   EXPECT_EQ(device, 0);
+  void* run = nullptr;
+  size_t run_size = 0;
+  NRT_EXPECT_OK(nrtPointerGetRange(p + kMiB + 5, &device, &run, &run_size));
+  EXPECT_EQ(run, base);  // the two mapped pieces are one run
+  EXPECT_EQ(run_size, 2 * kMiB);
   // A copy may span both mapped pieces (one run) but not run into unmapped pages.
   std::string host(2 * kMiB, 'x');
   NRT_EXPECT_OK(nrtMemcpy(p, host.data(), 2 * kMiB, NRT_MEMCPY_HOST_TO_DEVICE));

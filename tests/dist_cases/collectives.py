@@ -263,6 +263,25 @@ def async_and_stream_order():
             xr = xr @ ar / 600
         expected = expected + xr
     torch.testing.assert_close(x.cpu(), expected, rtol=1e-3, atol=1e-3)
+    # Back to back: a collective issued right behind the wait() for the previous one needs no event
+    # on the stream, but work queued between the two (a slow matmul feeding the input) is waited for.
+    t = torch.ones(64, device=dev)
+    side = torch.npu.Stream()
+    expected = torch.ones(64)
+    for i in range(8):
+        if i == 5:
+            main = torch.npu.current_stream()
+            side.wait_stream(main)
+            with torch.npu.stream(side):  # a wait on another stream leaves this one's order alone
+                dist.all_reduce(t)
+            main.wait_stream(side)
+        else:
+            dist.all_reduce(t)
+        expected = expected * WORLD
+        if i % 3 == 1:
+            t = (a @ a)[0, :64] * 0 + t * 0.5
+            expected = expected * 0.5
+    torch.testing.assert_close(t.cpu(), expected)
     # async_op: wait() orders the current stream; the future carries the outputs.
     t = data(RANK, torch.float32).to(dev)
     work = dist.all_reduce(t, async_op=True)

@@ -10,6 +10,7 @@ from torch_npu.npu.device import (
     get_device_capability,
     get_device_name,
     get_device_properties,
+    get_device_status,
     init,
     is_available,
     is_initialized,

@@ -14,11 +14,27 @@ from torch_npu import _C
 _cuda_is_npu = False
 
 
+def _check_index(index: int, written) -> int:
+    """The index if the device exists (-1, "no device", passes); otherwise an error naming what the
+    caller wrote: torch.device would wrap 999 to -25 (its index is 8 bits), so check before it."""
+    count = _C._device_count()
+    if -1 <= index < count:
+        return index
+    env = os.environ.get("NPU_SIM_DEVICES")
+    plural = "device is" if count == 1 else "devices are"
+    name = f"npu:{written}" if isinstance(written, int) else written.strip()
+    raise RuntimeError(f"{name} does not exist: {count} {plural} configured "
+                       f"(NPU_SIM_DEVICES={env if env else 'unset, default 8'}): use an index in [0, {count})")
+
+
 def _index(dev=None, optional=True) -> int:
     """Device index from an int, 'npu:N', torch.device or None (current device)."""
     if dev is None:
         return _C._current_device()
     if isinstance(dev, str):
+        match = re.fullmatch(r"\s*npu\s*:\s*(-?\d+)\s*", dev)
+        if match:
+            return _check_index(int(match.group(1)), dev)
         dev = torch.device(dev)
     if isinstance(dev, torch.device):
         if dev.type == "cuda" and _cuda_is_npu:
@@ -26,8 +42,10 @@ def _index(dev=None, optional=True) -> int:
         if dev.type != "npu":
             raise ValueError(f"expected an npu device, got {dev}")
         return _C._current_device() if dev.index is None else dev.index
+    if isinstance(dev, bool):
+        raise TypeError(f"expected a device index, 'npu:N' or torch.device, got {dev!r}")
     if isinstance(dev, int):
-        return dev
+        return _check_index(dev, dev)
     raise TypeError(f"expected a device index, 'npu:N' or torch.device, got {type(dev).__name__}")
 
 
@@ -70,12 +88,11 @@ def synchronize(dev=None) -> None:
     _C._synchronize(_index(dev))
 
 
-def _drain_at_exit(pid=os.getpid()) -> None:
+def _drain_at_exit() -> None:
     """Before the interpreter shuts down, let queued device work finish. A stream task that still
     holds tensors would otherwise release them on a worker thread after Python has finalized (an
-    abort at exit), and a collective this rank queued last would never reach its peers."""
-    if os.getpid() != pid:  # a forked child: the parent's stream workers do not run here
-        return
+    abort at exit), and a collective this rank queued last would never reach its peers. A forked
+    child drains its own runtime (the parent's work is not there)."""
     for index in range(device_count()):
         try:
             _C._synchronize(index)
@@ -84,6 +101,12 @@ def _drain_at_exit(pid=os.getpid()) -> None:
 
 
 atexit.register(_drain_at_exit)
+
+
+def get_device_status(dev=None) -> str:
+    """"ok", or "lost" once an injected device fault (NPU_SIM_FAULT=device_lost:...) took the device:
+    every later call on a lost device raises, other devices keep working."""
+    return _C._get_device_status(_index(dev))
 
 
 def get_device_name(dev=None) -> str:

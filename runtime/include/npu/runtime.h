@@ -29,6 +29,8 @@ typedef enum {
   NRT_ERROR_TASK_FAILED = 8,          // a task on a stream failed; reported once, at the next sync
   NRT_ERROR_NOT_INITIALIZED = 9,      // call made while nrtFinalize() is running
   NRT_ERROR_EVENT_NOT_RECORDED = 10,  // elapsed time of an event that never completed
+  NRT_ERROR_TASK_TIMEOUT = 11,        // a task ran longer than NPU_SIM_TASK_TIMEOUT (watchdog)
+  NRT_ERROR_DEVICE_LOST = 12,         // the device is lost (injected); every later call on it fails
 } nrtError_t;
 
 typedef enum {
@@ -78,6 +80,9 @@ NRT_API nrtError_t nrtFree(void* ptr);
 NRT_API nrtError_t nrtMemGetInfo(size_t* free_bytes, size_t* total_bytes);  // current device
 // Which device owns ptr (anywhere inside an allocation); NRT_ERROR_INVALID_POINTER if none.
 NRT_API nrtError_t nrtPointerGetDevice(const void* ptr, int32_t* device);
+// The same lookup, also giving the whole device allocation (or mapped run of a reserved range) that
+// holds ptr, [*base, *base + *size): callers checking several pointers test the rest against it.
+NRT_API nrtError_t nrtPointerGetRange(const void* ptr, int32_t* device, void** base, size_t* size);
 
 // Virtual memory, for allocators that grow a block in place (expandable segments): reserve an
 // address range on the current device (costs no capacity), then map and unmap page-aligned parts of
@@ -109,7 +114,15 @@ NRT_API nrtError_t nrtStreamDestroy(nrtStream_t stream);  // waits for pending w
 NRT_API nrtError_t nrtStreamSynchronize(nrtStream_t stream);
 NRT_API nrtError_t nrtStreamQuery(nrtStream_t stream);  // NRT_SUCCESS or NRT_ERROR_NOT_READY
 NRT_API nrtError_t nrtStreamGetDevice(nrtStream_t stream, int32_t* device);
+// The number of tasks enqueued on the stream so far (host functions, kernels, copies, event waits):
+// its position in the stream's order. Equal counts mean nothing was enqueued in between.
+NRT_API nrtError_t nrtStreamGetTaskCount(nrtStream_t stream, uint64_t* count);
 NRT_API nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data);
+// The same, naming the task for failure messages, the watchdog and fault injection: `name` is the op
+// ("aten::mm"), `site` where it was launched from ("train.py:42") or NULL. Both must stay valid for
+// the life of the process (literals or interned strings).
+NRT_API nrtError_t nrtLaunchHostFuncNamed(nrtStream_t stream, nrtHostFunc fn, void* user_data,
+                                          const char* name, const char* site);
 // Inside a host function: the message reported at the next sync if the function returns non-zero.
 NRT_API void nrtSetTaskErrMsg(const char* message);
 
@@ -134,6 +147,11 @@ NRT_API nrtError_t nrtRaiseOverflowStatus(void);
 // float32 words: word 0 is 1.0 after an overflow, everything else 0.
 NRT_API nrtError_t nrtGetOverflowStatus(void* output, size_t size, nrtStream_t stream);
 NRT_API nrtError_t nrtResetOverflowStatus(nrtStream_t stream);
+
+// Device health: NRT_DEVICE_OK, or NRT_DEVICE_LOST once an injected device_lost fault fired
+// (NPU_SIM_FAULT); a lost device fails every later call with NRT_ERROR_DEVICE_LOST.
+typedef enum { NRT_DEVICE_OK = 0, NRT_DEVICE_LOST = 1 } nrtDeviceStatus;
+NRT_API nrtError_t nrtGetDeviceStatus(int32_t device, nrtDeviceStatus* status);
 
 // Errors and logging (ASCEND_GLOBAL_LOG_LEVEL 0 debug .. 3 error; ASCEND_SLOG_PRINT_TO_STDOUT=1).
 NRT_API const char* nrtGetRecentErrMsg(void);  // thread-local; "" when none
