@@ -59,11 +59,19 @@ struct BlockComparator {
 };
 
 struct BlockPool {
-  explicit BlockPool(bool small) : is_small(small) {}
+  explicit BlockPool(bool small, bool shared = false) : is_small(small), is_shared(shared) {}
   std::set<Block*, BlockComparator> blocks;    // free, mapped
   std::set<Block*, BlockComparator> unmapped;  // free address space of expandable segments
   const bool is_small;
+  // Blocks of every size (the expandable range): a block's statistics go by its own size class.
+  const bool is_shared;
 };
+
+// Whether a block counts as a small-pool block in the statistics.
+inline bool countsAsSmall(const Block* block) {
+  return block->pool->is_shared ? block->size <= kSmallSize : block->pool->is_small;
+}
+
 
 // A request's size as the allocator hands it out: 512-byte multiples, or with
 // roundup_power2_divisions:N the next of N steps between two powers of two (fewer distinct sizes

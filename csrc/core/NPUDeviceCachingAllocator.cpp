@@ -42,7 +42,7 @@ Block* DeviceCachingAllocator::malloc(size_t request, nrtStream_t stream) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!pending_.empty()) processEvents();
   const size_t size = roundSize(settings, request);
-  BlockPool& pool = size <= kSmallSize ? small_ : large_;
+  BlockPool& pool = settings.expandable_segments ? expandable_ : size <= kSmallSize ? small_ : large_;
   const bool collect = settings.garbage_collection_threshold > 0 && !settings.expandable_segments;
   if (collect) {
     for (Block* b : pool.blocks) ++b->gc_count;
@@ -87,7 +87,7 @@ void DeviceCachingAllocator::free(Block* block) {
   block->allocated = false;
   block->context.reset();
   const AllocatorSettings& settings = allocatorSettings();
-  forEachStat(*block->pool, [&](StatType t) {
+  forEachStat(block, [&](StatType t) {
     stats_.allocation[idx(t)].decrease(1);
     stats_.allocated_bytes[idx(t)].decrease(block->size);
     stats_.requested_bytes[idx(t)].decrease(block->requested);
@@ -201,7 +201,7 @@ Block* DeviceCachingAllocator::findFreeBlock(const AllocatorSettings& settings, 
   pool.blocks.erase(it);
   block->gc_count = 0;
   if (block->is_split()) {
-    forEachStat(pool, [&](StatType t) {
+    forEachStat(block, [&](StatType t) {
       stats_.inactive_split[idx(t)].decrease(1);
       stats_.inactive_split_bytes[idx(t)].decrease(block->size);
     });
@@ -256,14 +256,14 @@ Block* DeviceCachingAllocator::splitAndActivate(Block* block, BlockPool& pool, s
   if (split) {
     Block* rest = splitOff(block, size);
     pool.blocks.insert(rest);
-    forEachStat(pool, [&](StatType t) {
+    forEachStat(rest, [&](StatType t) {
       stats_.inactive_split[idx(t)].increase(1);
       stats_.inactive_split_bytes[idx(t)].increase(remaining);
     });
   }
   block->allocated = true;
   block->requested = request;
-  forEachStat(pool, [&](StatType t) {
+  forEachStat(block, [&](StatType t) {
     stats_.allocation[idx(t)].increase(1);
     stats_.allocated_bytes[idx(t)].increase(block->size);
     stats_.active[idx(t)].increase(1);
@@ -294,7 +294,7 @@ Block* DeviceCachingAllocator::splitOff(Block* block, size_t offset) {
 // Returns a no-longer-used block to its pool (active stats), merging it with free neighbours.
 void DeviceCachingAllocator::freeBlock(Block* block) {
   const size_t original = block->size;
-  forEachStat(*block->pool, [&](StatType t) {
+  forEachStat(block, [&](StatType t) {
     stats_.active[idx(t)].decrease(1);
     stats_.active_bytes[idx(t)].decrease(original);
   });
@@ -313,26 +313,16 @@ void DeviceCachingAllocator::insertFree(Block* block) {
       continue;
     }
     pool.blocks.erase(neighbour);
-    forEachStat(pool, [&](StatType t) {
+    forEachStat(neighbour, [&](StatType t) {
       stats_.inactive_split[idx(t)].decrease(1);
       stats_.inactive_split_bytes[idx(t)].decrease(neighbour->size);
     });
-    if (neighbour == block->prev) {
-      block->ptr = neighbour->ptr;
-      block->prev = neighbour->prev;
-      if (block->prev) block->prev->next = block;
-      if (block->segment->head == neighbour) block->segment->head = block;
-    } else {
-      block->next = neighbour->next;
-      if (block->next) block->next->prev = block;
-    }
-    block->size += neighbour->size;
-    delete neighbour;
+    absorbNeighbour(block, neighbour);
   }
   block->gc_count = 0;
   pool.blocks.insert(block);
   if (block->is_split()) {
-    forEachStat(pool, [&](StatType t) {
+    forEachStat(block, [&](StatType t) {
       stats_.inactive_split[idx(t)].increase(1);
       stats_.inactive_split_bytes[idx(t)].increase(block->size);
     });
@@ -373,7 +363,7 @@ void DeviceCachingAllocator::synchronizeDevice() {
 // Returns every unused cached page to the runtime (after synchronizeDevice()): whole free
 // segments, and the free pages of expandable segments.
 void DeviceCachingAllocator::releaseCachedBlocks() {
-  for (BlockPool* pool : {&small_, &large_}) {
+  for (BlockPool* pool : {&small_, &large_, &expandable_}) {
     std::vector<Block*> free_blocks(pool->blocks.begin(), pool->blocks.end());
     for (Block* block : free_blocks) {
       if (block->segment->expandable) {

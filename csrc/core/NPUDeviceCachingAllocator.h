@@ -36,13 +36,31 @@ struct Segment {
   std::shared_ptr<c10::GatheredContext> context;  // where it was allocated (memory history)
 };
 
+// Merges `neighbour` (block's prev or next in the same segment, free in the same way) into
+// `block` and deletes it; the caller has taken it out of its pool's set.
+inline void absorbNeighbour(Block* block, Block* neighbour) {
+  if (neighbour == block->prev) {
+    block->ptr = neighbour->ptr;
+    block->prev = neighbour->prev;
+    if (block->prev) block->prev->next = block;
+    if (block->segment->head == neighbour) block->segment->head = block;
+  } else {
+    block->next = neighbour->next;
+    if (block->next) block->next->prev = block;
+  }
+  block->size += neighbour->size;
+  delete neighbour;
+}
+
 class DeviceCachingAllocator {
  public:
   explicit DeviceCachingAllocator(int device);
 
   Block* malloc(size_t request, nrtStream_t stream);
   void free(Block* block);
-  bool owns(const Block* block) const { return block->pool == &small_ || block->pool == &large_; }
+  bool owns(const Block* block) const {
+    return block->pool == &small_ || block->pool == &large_ || block->pool == &expandable_;
+  }
   void recordStream(Block* block, nrtStream_t stream);
   void emptyCache();
   void setMemoryFraction(double fraction);
@@ -90,12 +108,18 @@ class DeviceCachingAllocator {
   void recordTrace(TraceEntry::Action action, size_t addr, size_t size, nrtStream_t stream,
                    std::shared_ptr<c10::GatheredContext> context);
 
+  // Statistics go to the aggregate and to one pool: a segment's (reserve, segments) to its pool,
+  // a block's (allocations, active, inactive splits) to its size class.
   template <typename F>
-  static void forEachStat(const BlockPool& pool, F f) {
+  static void forEachStat(bool small, F f) {
     f(c10::CachingAllocator::StatType::AGGREGATE);
-    f(pool.is_small ? c10::CachingAllocator::StatType::SMALL_POOL
-                    : c10::CachingAllocator::StatType::LARGE_POOL);
+    f(small ? c10::CachingAllocator::StatType::SMALL_POOL
+            : c10::CachingAllocator::StatType::LARGE_POOL);
   }
+  template <typename F>
+  static void forEachStat(const BlockPool& pool, F f) { forEachStat(pool.is_small, f); }
+  template <typename F>
+  static void forEachStat(const Block* block, F f) { forEachStat(countsAsSmall(block), f); }
   std::vector<c10::CachingAllocator::StatArray*> statArrays();
 
   const int device_;
@@ -103,6 +127,10 @@ class DeviceCachingAllocator {
   DeviceStats stats_;
   BlockPool small_{true};
   BlockPool large_{false};
+  // expandable_segments:True: blocks of every size share one reserved range per stream, so the
+  // small and the large blocks' peaks (which come at different points of a training step) share
+  // pages. Its reserve and segments count in the large pool; its blocks by their size class.
+  BlockPool expandable_{false, /*shared=*/true};
   std::list<std::unique_ptr<Segment>> segments_;
   std::deque<std::pair<nrtEvent_t, Block*>> pending_;
   size_t limit_ = 0;  // 0: the device's capacity is the only limit

@@ -1,6 +1,6 @@
-// NPUExpandableSegments.cpp - expandable_segments:True: one reserved address range per (stream,
-// pool) whose pages are mapped as the pool grows and unmapped when the cache is emptied, so that
-// blocks of any size share one contiguous segment and the reserve follows the working set.
+// NPUExpandableSegments.cpp - expandable_segments:True: one reserved address range per stream,
+// shared by blocks of every size, whose pages are mapped as it grows and unmapped when the cache is
+// emptied, so that the reserve follows the working set.
 #include <c10/core/DeviceGuard.h>
 
 #include "csrc/core/NPUDeviceCachingAllocator.h"
@@ -61,7 +61,7 @@ Block* DeviceCachingAllocator::growExpandable(BlockPool& pool, nrtStream_t strea
     }
   }
   if (target == nullptr) return nullptr;
-  const size_t step = pool.is_small ? kExpandableSmallStep : kExpandableLargeStep;
+  const size_t step = size <= kSmallSize ? kExpandableSmallStep : kExpandableLargeStep;
   const size_t need = std::min(roundUp(size - before, step), target->size);
   const auto reserved = static_cast<size_t>(stats_.reserved_bytes[0].current);
   if (limit_ != 0 && reserved + need > limit_) return nullptr;
@@ -116,7 +116,7 @@ void DeviceCachingAllocator::unmapFreePages(Block* block) {
   }
   pool.blocks.erase(block);
   if (block->is_split()) {
-    forEachStat(pool, [&](StatType t) {
+    forEachStat(block, [&](StatType t) {
       stats_.inactive_split[idx(t)].decrease(1);
       stats_.inactive_split_bytes[idx(t)].decrease(block->size);
     });
@@ -137,17 +137,7 @@ void DeviceCachingAllocator::insertUnmapped(Block* block) {
   for (Block* neighbour : {block->prev, block->next}) {
     if (!neighbour || neighbour->mapped) continue;
     pool.unmapped.erase(neighbour);
-    if (neighbour == block->prev) {
-      block->ptr = neighbour->ptr;
-      block->prev = neighbour->prev;
-      if (block->prev) block->prev->next = block;
-      if (block->segment->head == neighbour) block->segment->head = block;
-    } else {
-      block->next = neighbour->next;
-      if (block->next) block->next->prev = block;
-    }
-    block->size += neighbour->size;
-    delete neighbour;
+    absorbNeighbour(block, neighbour);
   }
   pool.unmapped.insert(block);
 }
