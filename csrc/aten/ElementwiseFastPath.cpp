@@ -115,11 +115,8 @@ MaybeDeviceGuard::~MaybeDeviceGuard() {
 }
 
 at::Tensor emptyLikeDense(const at::Tensor& self, at::ScalarType dtype) {
-  if (self.is_contiguous()) {
-    return empty(self.sizes(), dtype, std::nullopt, self.device(), std::nullopt, std::nullopt);
-  }
-  return empty_strided(self.sizes(), self.strides(), dtype, std::nullopt, self.device(),
-                       std::nullopt);
+  return emptyDense(self.sizes(), self.is_contiguous() ? at::IntArrayRef() : self.strides(), dtype,
+                    self.device());
 }
 
 bool tryBinaryFast(BinaryOp op, const at::Tensor& self, const at::Tensor& other,
@@ -152,7 +149,7 @@ bool tryBinaryFast(BinaryOp op, const at::Tensor& self, const at::Tensor& other,
         !broadcastShape(self.sizes(), other.sizes(), &shape)) {
       return false;
     }
-    *out = empty(shape, result, std::nullopt, self.device(), std::nullopt, std::nullopt);
+    *out = emptyDense(shape, {}, result, self.device());
   }
   adoptInputFormat(*out, self, other);
   launchTensor(op, self, other, alpha, *out);

@@ -22,6 +22,11 @@ bool tryBinaryFastInplace(BinaryOp op, at::Tensor& self, const at::Tensor& other
 // A fresh npu tensor with self's sizes and layout (self is non-overlapping and dense) and `dtype`,
 // allocated on self's device without going through the dispatcher.
 at::Tensor emptyLikeDense(const at::Tensor& self, at::ScalarType dtype);
+// A fresh npu tensor of these sizes (contiguous when `stride` is empty, else with these strides,
+// both taken from a valid tensor) and `dtype` on `device`: on the current device straight from the
+// caching allocator (EmptyKernelNpu.cpp), else through the guarded empty().
+at::Tensor emptyDense(at::IntArrayRef size, at::IntArrayRef stride, at::ScalarType dtype,
+                      const at::Device& device);
 
 // Makes self's device current for the scope, when it is not already.
 class MaybeDeviceGuard {

@@ -1,6 +1,7 @@
 // EmptyKernelNpu.cpp - uninitialised npu tensors (NPUStorageImpl storages from the caching allocator).
 #include <ATen/EmptyTensor.h>
 
+#include "csrc/aten/ElementwiseFastPath.h"
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/core/NPUCachingAllocator.h"
 #include "csrc/core/NPUFunctions.h"
@@ -60,6 +61,26 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
       npuStorage(at::detail::computeStorageNbytes(size, stride, meta.itemsize())),
       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta);
   t.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
+  return t;
+}
+
+at::Tensor emptyDense(at::IntArrayRef size, at::IntArrayRef stride, at::ScalarType dtype,
+                      const at::Device& device) {
+  if (device.index() != c10_npu::current_device()) {  // another device: the guarded path
+    return stride.empty() ? empty(size, dtype, std::nullopt, device, std::nullopt, std::nullopt)
+                          : empty_strided(size, stride, dtype, std::nullopt, device, std::nullopt);
+  }
+  // Sizes and strides come from a valid tensor and the device is current: no checks, no guard.
+  const auto meta = c10::scalarTypeToTypeMeta(dtype);
+  const size_t nbytes = stride.empty() ? at::detail::computeStorageNbytesContiguous(size, meta.itemsize())
+                                       : at::detail::computeStorageNbytes(size, stride, meta.itemsize());
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      npuStorage(nbytes), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta);
+  if (stride.empty()) {
+    if (size.size() != 1 || size[0] != 0) t.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  } else {
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
+  }
   return t;
 }
 

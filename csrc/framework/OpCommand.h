@@ -27,8 +27,8 @@ void tagDeviceOpLaunch();
 // learns which of its descriptors the op writes before they are destroyed.
 template <typename... Args>
 void runDeviceOp(const aclnnOpEntry& op, const char* name, FormatStaging* staging, const Args&... args) {
-  auto converted = std::make_tuple(ConvertType(args)...);
-  using GetWorkspaceSize = aclnnStatus (*)(decltype(ConvertType(args))..., uint64_t*, aclOpExecutor**);
+  auto converted = std::make_tuple(launchOperand(args)...);
+  using GetWorkspaceSize = aclnnStatus (*)(decltype(launchOperand(args))..., uint64_t*, aclOpExecutor**);
   uint64_t workspace_size = 0;
   aclOpExecutor* executor = nullptr;
   tagDeviceOpLaunch();
@@ -40,7 +40,7 @@ void runDeviceOp(const aclnnOpEntry& op, const char* name, FormatStaging* stagin
       converted);
   if (C10_UNLIKELY(staging != nullptr)) staging->noteWrittenOperands();
   // The executor captured what it needs: descriptors can go now.
-  std::apply([](auto... descriptors) { (Release(descriptors), ...); }, converted);
+  std::apply([](auto... descriptors) { (releaseLaunchOperand(descriptors), ...); }, converted);
   if (status != ACLNN_SUCCESS) throwDeviceOpError(name, "GetWorkspaceSize", status);
   launchDeviceOp(op, workspace_size, executor);
 }

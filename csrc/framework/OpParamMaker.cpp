@@ -3,6 +3,9 @@
 
 #include "csrc/framework/FormatStaging.h"
 
+#include <algorithm>
+#include <array>
+
 namespace at_npu::native {
 
 aclDataType toAclDataType(at::ScalarType type) {
@@ -37,6 +40,108 @@ aclTensor* describeTensor(const at::Tensor& tensor) {
   return aclCreateTensor(tensor.sizes().data(), tensor.dim(), toAclDataType(tensor.scalar_type()),
                          tensor.strides().data(), tensor.storage_offset(), ACL_FORMAT_ND,
                          &storage_elems, 1, tensor.storage().mutable_data());
+}
+
+namespace {
+
+// A recently used descriptor and the geometry it describes (see launchOperand).
+struct CachedDescriptor {
+  static constexpr size_t kMaxDims = 6;
+  aclTensor* descriptor = nullptr;
+  bool in_use = false;  // bound in the launch being prepared
+  aclDataType dtype = ACL_DT_UNDEFINED;
+  size_t dims = 0;
+  int64_t offset = 0;
+  int64_t storage_elements = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+
+  bool matches(aclDataType type, at::IntArrayRef s, at::IntArrayRef st, int64_t off,
+               int64_t elements) const {
+    return descriptor != nullptr && !in_use && dtype == type && dims == s.size() && offset == off &&
+           storage_elements == elements && std::equal(s.begin(), s.end(), sizes) &&
+           std::equal(st.begin(), st.end(), strides);
+  }
+};
+
+// A few descriptors per thread: a small-op loop uses one geometry for all of its operands.
+struct DescriptorCache {
+  static constexpr size_t kEntries = 8;
+  std::array<CachedDescriptor, kEntries> entries;
+  size_t next_victim = 0;
+
+  DescriptorCache() {
+    // Touches opslib's per-thread state first, so that it outlives this cache at thread exit
+    // (thread-local objects are destroyed in the reverse order of their construction).
+    const int64_t one = 1;
+    aclDestroyTensor(aclCreateTensor(&one, 1, ACL_FLOAT, &one, 0, ACL_FORMAT_ND, &one, 1, nullptr));
+  }
+  ~DescriptorCache() {
+    for (CachedDescriptor& e : entries) {
+      if (e.descriptor != nullptr) aclDestroyTensor(e.descriptor);
+    }
+  }
+};
+
+DescriptorCache& descriptorCache() {
+  thread_local DescriptorCache cache;
+  return cache;
+}
+
+}  // namespace
+
+aclTensor* launchOperand(const at::Tensor& tensor) {
+  if (!tensor.defined() || C10_UNLIKELY(formatsInPlay())) return ConvertType(tensor);
+  TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1,
+              "a device op input must be an npu tensor, got one on ", tensor.device());
+  const at::IntArrayRef sizes = tensor.sizes();
+  if (sizes.size() > CachedDescriptor::kMaxDims) return describeTensor(tensor);
+  const at::IntArrayRef strides = tensor.strides();
+  const aclDataType dtype = toAclDataType(tensor.scalar_type());
+  const int64_t offset = tensor.storage_offset();
+  const int64_t elements =
+      static_cast<int64_t>(tensor.storage().nbytes() / tensor.dtype().itemsize());
+  void* data = tensor.storage().mutable_data();
+  DescriptorCache& cache = descriptorCache();
+  for (CachedDescriptor& e : cache.entries) {
+    if (e.matches(dtype, sizes, strides, offset, elements)) {
+      aclSetRawTensorAddr(e.descriptor, data);
+      e.in_use = true;
+      return e.descriptor;
+    }
+  }
+  aclTensor* descriptor = aclCreateTensor(sizes.data(), sizes.size(), dtype, strides.data(), offset,
+                                          ACL_FORMAT_ND, &elements, 1, data);
+  if (descriptor == nullptr) return nullptr;  // the op reports the NULL operand
+  // Replace an entry not bound in this launch (round robin); if all are, the descriptor is not
+  // cached and its release destroys it.
+  for (size_t tries = 0; tries < DescriptorCache::kEntries; ++tries) {
+    CachedDescriptor& e = cache.entries[cache.next_victim];
+    cache.next_victim = (cache.next_victim + 1) % DescriptorCache::kEntries;
+    if (e.in_use) continue;
+    if (e.descriptor != nullptr) aclDestroyTensor(e.descriptor);
+    e.descriptor = descriptor;
+    e.in_use = true;
+    e.dtype = dtype;
+    e.dims = sizes.size();
+    e.offset = offset;
+    e.storage_elements = elements;
+    std::copy(sizes.begin(), sizes.end(), e.sizes);
+    std::copy(strides.begin(), strides.end(), e.strides);
+    break;
+  }
+  return descriptor;
+}
+
+void releaseLaunchOperand(aclTensor* descriptor) {
+  if (descriptor == nullptr) return;
+  for (CachedDescriptor& e : descriptorCache().entries) {
+    if (e.descriptor == descriptor) {
+      e.in_use = false;
+      return;
+    }
+  }
+  aclDestroyTensor(descriptor);
 }
 
 aclTensor* ConvertType(const std::optional<at::Tensor>& tensor) {

@@ -42,4 +42,20 @@ template <typename T>
   requires std::is_arithmetic_v<T>
 void Release(T) {}
 
+// The descriptors of a launch's own operands (EXEC_NPU_CMD's arguments). A tensor outside any
+// private-format staging gets a descriptor from the calling thread's small cache of recent
+// geometries (sizes, strides, offset, dtype, storage extent), rebound to the tensor's memory:
+// repeated small ops skip creating and destroying it. Everything else is converted as above.
+aclTensor* launchOperand(const at::Tensor& tensor);
+template <typename T>
+auto launchOperand(const T& value) {
+  return ConvertType(value);
+}
+// Returns a cached descriptor to the cache (destroys any other), and releases everything else.
+void releaseLaunchOperand(aclTensor* descriptor);
+template <typename T>
+void releaseLaunchOperand(T value) {
+  Release(value);
+}
+
 }  // namespace at_npu::native

@@ -349,4 +349,11 @@ aclnnStatus aclGetRawTensorAddr(const aclTensor* tensor, void** addr) {
   return ACLNN_SUCCESS;
 }
 
+aclnnStatus aclSetRawTensorAddr(aclTensor* tensor, void* addr) {
+  if (tensor == nullptr) return Fail(ACLNN_ERR_PARAM_NULLPTR, "aclSetRawTensorAddr: tensor is NULL");
+  tensor->data = addr;
+  tensor->written = false;
+  return ACLNN_SUCCESS;
+}
+
 }  // extern "C"

@@ -66,6 +66,22 @@ TEST(DescriptorTest, TensorCopiesTheCallersArrays) {
   EXPECT_EQ(aclDestroyTensor(t), ACLNN_SUCCESS);
 }
 
+TEST(DescriptorTest, SetRawTensorAddrRebindsAndUnmarks) {
+  const int64_t dims[] = {4};
+  float first[4] = {};
+  float second[4] = {};
+  aclTensor* t = aclCreateTensor(dims, 1, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, dims, 1, first);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(aclMarkOutputTensor(t), ACLNN_SUCCESS);
+  EXPECT_EQ(aclSetRawTensorAddr(t, second), ACLNN_SUCCESS);
+  void* addr = nullptr;
+  EXPECT_EQ(aclGetRawTensorAddr(t, &addr), ACLNN_SUCCESS);
+  EXPECT_EQ(addr, second);
+  EXPECT_EQ(aclIsOutputTensor(t), 0);
+  EXPECT_EQ(aclSetRawTensorAddr(nullptr, second), ACLNN_ERR_PARAM_NULLPTR);
+  EXPECT_EQ(aclDestroyTensor(t), ACLNN_SUCCESS);
+}
+
 TEST(DescriptorTest, NullStridesMeanContiguous) {
   const int64_t dims[] = {2, 0, 3};
   aclTensor* t = aclCreateTensor(dims, 3, ACL_FLOAT, nullptr, 0, ACL_FORMAT_ND, nullptr, 0, nullptr);

@@ -103,6 +103,10 @@ NOP_API aclnnStatus aclGetStorageShape(const aclTensor* tensor, int64_t** storag
 NOP_API aclnnStatus aclGetDataType(const aclTensor* tensor, aclDataType* dataType);
 NOP_API aclnnStatus aclGetFormat(const aclTensor* tensor, aclFormat* format);
 NOP_API aclnnStatus aclGetRawTensorAddr(const aclTensor* tensor, void** addr);  // tensorData
+// Rebinds a descriptor to other memory of the same layout (ACL's aclSetRawTensorAddr), so that a
+// caller can reuse one descriptor for launches on tensors of one geometry. The descriptor is then
+// unmarked (see aclIsOutputTensor) until an op binds it again.
+NOP_API aclnnStatus aclSetRawTensorAddr(aclTensor* tensor, void* addr);
 // Whether an op bound this descriptor as one it writes (its out, or an in-place operand) during its
 // XxxGetWorkspaceSize. Built-in ops mark what they write; adapters read this before destroying the
 // descriptors, to know which temporaries to copy back. 0 for NULL and for unmarked descriptors.
