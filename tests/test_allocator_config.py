@@ -103,6 +103,32 @@ def test_expandable_segments_grow_in_place_and_reuse_the_space(settings):
     assert torch.npu.memory_reserved() == base_reserved
 
 
+def test_expandable_segments_share_pages_between_small_and_large_blocks(settings):
+    """Small and large blocks use one range: the pages a freed large tensor leaves serve small
+    tensors without mapping more, and statistics still count allocations by size class."""
+    settings("expandable_segments:True")
+    base_reserved = torch.npu.memory_reserved()
+    big = torch.full((4 * MiB // 4,), 1.0, device="npu")  # 4 MiB: a large-pool size
+    reserved = torch.npu.memory_reserved() - base_reserved
+    assert 4 * MiB <= reserved < 6 * MiB
+    del big
+    before = torch.npu.memory_stats()
+    maps = before["num_device_alloc"]
+    small_before = before.get("allocated_bytes.small_pool.current", 0)
+    small = [torch.full((256 * 1024 // 4,), float(i), device="npu") for i in range(12)]  # 12 x 256 KiB
+    stats = torch.npu.memory_stats()
+    assert stats["num_device_alloc"] == maps  # served from the freed large block's pages
+    assert torch.npu.memory_reserved() - base_reserved == reserved
+    assert stats["allocated_bytes.small_pool.current"] - small_before == 12 * 256 * 1024
+    for i, t in enumerate(small):
+        assert torch.equal(t.cpu(), torch.full((256 * 1024 // 4,), float(i)))
+    del small, t
+    torch.npu.synchronize()
+    torch.npu.empty_cache()
+    assert torch.npu.memory_reserved() == base_reserved
+    assert torch.npu.memory_stats()["allocated_bytes.small_pool.current"] == small_before
+
+
 def test_expandable_segments_empty_cache_unmaps_only_free_pages(settings):
     settings("expandable_segments:True")
     base = torch.npu.memory_reserved()

@@ -156,3 +156,51 @@ def test_autograd_through_fast_path():
     ((a * 3 + a) / 2).relu().sum().backward()
     ((an * 3 + an) / 2).relu().sum().backward()
     torch.testing.assert_close(an.grad.cpu(), a.grad)
+
+
+def test_repeated_geometry_reuses_descriptors_with_each_tensors_memory():
+    """Launches on tensors of one geometry share cached descriptors: each must still read and write
+    its own storage, offset and dtype (views at other offsets, in-place ops, interleaved shapes)."""
+    base = torch.arange(64, dtype=torch.float32)
+    npu_base = base.to("npu")
+    results, expected = [], []
+    for i in range(6):
+        a_cpu, b_cpu = base[i:i + 16], base[32 + i:48 + i]  # same sizes and strides, other offsets
+        a, b = npu_base[i:i + 16], npu_base[32 + i:48 + i]
+        results += [a + b, a * b, torch.relu(a - b)]
+        expected += [a_cpu + b_cpu, a_cpu * b_cpu, torch.relu(a_cpu - b_cpu)]
+        w = torch.full((16,), float(i), device="npu")  # a fresh storage of the same geometry
+        w.add_(a)  # self and out are the same tensor: two operands of one geometry in one launch
+        results.append(w)
+        expected.append(torch.full((16,), float(i)) + a_cpu)
+        m = torch.ones(4, 4, dtype=torch.float64, device="npu") * i  # another geometry in between
+        results.append(m + m)
+        expected.append(torch.ones(4, 4, dtype=torch.float64) * i * 2)
+    for got, want in zip(results, expected):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want)
+
+
+def test_repeated_geometry_from_several_threads():
+    """Each thread keeps its own descriptors: concurrent small-op loops stay correct."""
+    import threading
+    errors = []
+
+    def work(seed):
+        try:
+            g = torch.Generator().manual_seed(seed)
+            x = torch.randn(16, generator=g)
+            y = torch.randn(16, generator=g)
+            xn, yn = x.to("npu"), y.to("npu")
+            for _ in range(200):
+                z = xn * yn + xn
+            torch.testing.assert_close(z.cpu(), x * y + x)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
