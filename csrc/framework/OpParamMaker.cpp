@@ -49,18 +49,24 @@ struct CachedDescriptor {
   static constexpr size_t kMaxDims = 6;
   aclTensor* descriptor = nullptr;
   bool in_use = false;  // bound in the launch being prepared
-  aclDataType dtype = ACL_DT_UNDEFINED;
+  at::ScalarType dtype = at::ScalarType::Undefined;
   size_t dims = 0;
   int64_t offset = 0;
-  int64_t storage_elements = 0;
+  size_t storage_bytes = 0;
   int64_t sizes[kMaxDims] = {};
   int64_t strides[kMaxDims] = {};
 
-  bool matches(aclDataType type, at::IntArrayRef s, at::IntArrayRef st, int64_t off,
-               int64_t elements) const {
-    return descriptor != nullptr && !in_use && dtype == type && dims == s.size() && offset == off &&
-           storage_elements == elements && std::equal(s.begin(), s.end(), sizes) &&
-           std::equal(st.begin(), st.end(), strides);
+  // Plain loops: these views have a few dims, where a memcmp call costs more than the compare.
+  bool matches(at::ScalarType type, at::IntArrayRef s, at::IntArrayRef st, int64_t off,
+               size_t bytes) const {
+    if (descriptor == nullptr || in_use || dtype != type || dims != s.size() || offset != off ||
+        storage_bytes != bytes) {
+      return false;
+    }
+    for (size_t d = 0; d < dims; ++d) {
+      if (sizes[d] != s[d] || strides[d] != st[d]) return false;
+    }
+    return true;
   }
 };
 
@@ -97,21 +103,19 @@ aclTensor* launchOperand(const at::Tensor& tensor) {
   const at::IntArrayRef sizes = tensor.sizes();
   if (sizes.size() > CachedDescriptor::kMaxDims) return describeTensor(tensor);
   const at::IntArrayRef strides = tensor.strides();
-  const aclDataType dtype = toAclDataType(tensor.scalar_type());
+  const at::ScalarType type = tensor.scalar_type();
   const int64_t offset = tensor.storage_offset();
-  const int64_t elements =
-      static_cast<int64_t>(tensor.storage().nbytes() / tensor.dtype().itemsize());
-  void* data = tensor.storage().mutable_data();
+  const c10::StorageImpl& storage = *tensor.unsafeGetTensorImpl()->storage().unsafeGetStorageImpl();
+  const size_t bytes = storage.nbytes();
   DescriptorCache& cache = descriptorCache();
   for (CachedDescriptor& e : cache.entries) {
-    if (e.matches(dtype, sizes, strides, offset, elements)) {
-      aclSetRawTensorAddr(e.descriptor, data);
+    if (e.matches(type, sizes, strides, offset, bytes)) {
+      aclSetRawTensorAddr(e.descriptor, tensor.storage().mutable_data());
       e.in_use = true;
       return e.descriptor;
     }
   }
-  aclTensor* descriptor = aclCreateTensor(sizes.data(), sizes.size(), dtype, strides.data(), offset,
-                                          ACL_FORMAT_ND, &elements, 1, data);
+  aclTensor* descriptor = describeTensor(tensor);
   if (descriptor == nullptr) return nullptr;  // the op reports the NULL operand
   // Replace an entry not bound in this launch (round robin); if all are, the descriptor is not
   // cached and its release destroys it.
@@ -122,10 +126,10 @@ aclTensor* launchOperand(const at::Tensor& tensor) {
     if (e.descriptor != nullptr) aclDestroyTensor(e.descriptor);
     e.descriptor = descriptor;
     e.in_use = true;
-    e.dtype = dtype;
+    e.dtype = type;
     e.dims = sizes.size();
     e.offset = offset;
-    e.storage_elements = elements;
+    e.storage_bytes = bytes;
     std::copy(sizes.begin(), sizes.end(), e.sizes);
     std::copy(strides.begin(), strides.end(), e.strides);
     break;
