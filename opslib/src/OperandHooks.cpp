@@ -108,7 +108,7 @@ OperandView OperandView::Of(const aclTensor& tensor) {
     view.storage_shape.assign(storage.begin(), storage.end());
     return view;
   }
-  view.first = static_cast<const char*>(tensor.data) + tensor.offset * ElementSize(tensor.dtype);
+  view.first = tensor.first_element();
   return view;
 }
 
