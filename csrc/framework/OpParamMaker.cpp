@@ -1,11 +1,11 @@
 // OpParamMaker.cpp - descriptor construction from tensors, scalars and int arrays.
 #include "csrc/framework/OpParamMaker.h"
 
-#include "csrc/framework/FormatStaging.h"
-#include "opslib/aten/AclDataType.h"
-
 #include <algorithm>
 #include <array>
+
+#include "csrc/framework/FormatStaging.h"
+#include "opslib/aten/AclDataType.h"
 
 namespace at_npu::native {
 
