@@ -50,11 +50,24 @@ struct Block {
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
+// What a pool's free blocks are ordered by; lookups use it without building a Block.
+struct BlockKey {
+  nrtStream_t stream;
+  size_t size;
+  const void* ptr;
+};
+
 struct BlockComparator {
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) return a->stream < b->stream;
-    if (a->size != b->size) return a->size < b->size;
-    return a->ptr < b->ptr;
+  using is_transparent = void;
+  static BlockKey key(const Block* b) { return {b->stream, b->size, b->ptr}; }
+  static const BlockKey& key(const BlockKey& k) { return k; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    const BlockKey& x = key(a);
+    const BlockKey& y = key(b);
+    if (x.stream != y.stream) return x.stream < y.stream;
+    if (x.size != y.size) return x.size < y.size;
+    return x.ptr < y.ptr;
   }
 };
 

@@ -188,8 +188,7 @@ std::vector<StatArray*> DeviceCachingAllocator::statArrays() {
 
 Block* DeviceCachingAllocator::findFreeBlock(const AllocatorSettings& settings, BlockPool& pool,
                                              nrtStream_t stream, size_t size) {
-  Block key(device_, stream, size, &pool, nullptr);
-  auto it = pool.blocks.lower_bound(&key);
+  auto it = pool.blocks.lower_bound(BlockKey{stream, size, nullptr});
   if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
   Block* block = *it;
   // max_split_size_mb: oversize blocks are kept whole, for requests of about their own size.
