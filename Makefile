@@ -45,7 +45,7 @@ test-python: build
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g
 TSAN_FLAGS := -fsanitize=thread -g
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0
 # $(1): asan | tsan, $(2): compiler and linker flags
 define san_cpp
 	@for lib in runtime opslib; do \

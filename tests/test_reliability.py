@@ -95,6 +95,40 @@ def test_watchdog_turns_a_hang_into_an_error_naming_the_op_and_line(run_python):
     assert "other stream [2.0, 2.0, 2.0, 2.0]" in out
 
 
+def test_watchdog_covers_event_and_stream_syncs_and_event_waits(run_python):
+    proc = run_python("""
+        import torch, torch_npu
+        x = torch.ones(8, 8, device="npu")
+        stuck, waiter = torch.npu.Stream(), torch.npu.Stream()
+        event = torch.npu.Event()
+        with torch.npu.stream(stuck):
+            y = torch.mm(x, x)                   # hangs
+            event.record()
+        event.wait(waiter)                       # waiter now waits for the stuck stream
+        with torch.npu.stream(waiter):
+            z = x + 1
+        for name, sync in [("event", event.synchronize), ("stream", stuck.synchronize),
+                           ("waiter", waiter.synchronize), ("device", torch.npu.synchronize)]:
+            try:
+                sync()
+            except RuntimeError as e:
+                print(name, "->", str(e).replace("\\n", " "))
+            else:
+                print(name, "-> no error")
+        print("query", event.query(), stuck.query())
+        print("default stream", (torch.ones(3, device="npu") * 2).cpu().tolist())
+    """, env={"NPU_SIM_FAULT": "hang:op=mm", "NPU_SIM_TASK_TIMEOUT": "0.3"}, timeout=60)
+    out = proc.stdout
+    stuck_op = r"aclnnMm on npu:0 stream #\d+ has been running for [\d.]+ s, longer than NPU_SIM_TASK_TIMEOUT=0.3 s"
+    for name in ("event", "stream"):
+        assert re.search(rf"{name} -> .*NRT_ERROR_TASK_TIMEOUT: {stuck_op}.*launched from <string>:7", out), out
+    assert re.search(r"waiter -> .*NRT_ERROR_TASK_TIMEOUT: an event wait on npu:0 stream #\d+ has been running .*"
+                     r"it waits for an event recorded on npu:0 stream #\d+, where aclnnMm has been running for "
+                     r"[\d.]+ s \(launched from <string>:7\)", out), out
+    assert re.search(r"device -> .*NRT_ERROR_TASK_TIMEOUT", out), out
+    assert "query False False" in out and "default stream [2.0, 2.0, 2.0]" in out, out
+
+
 def test_oom_and_memcpy_faults_raise_python_exceptions(run_python):
     proc = run_python("""
         import torch, torch_npu
