@@ -41,8 +41,9 @@ def stall_stream(device=None):
     """Queue some tens of milliseconds of work on the current stream of `device` (default: current).
 
     Work queued right after it waits on the stream, which makes ordering bugs between queued work and
-    what the host does next show up reliably instead of by chance. Returns nothing: the queued copy
-    keeps its tensors alive.
+    what the host does next show up reliably instead of by chance. Move host data to the device
+    before the stall: a blocking host-to-device copy waits for the stream, as on CUDA. Returns
+    nothing: the queued copy keeps its tensors alive.
     """
     dev = torch.device("npu", torch.npu.current_device() if device is None else device)
     src = torch.empty(2048, 2048, device=dev)

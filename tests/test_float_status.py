@@ -74,8 +74,9 @@ def test_finite_results_and_non_finite_inputs_leave_the_flag_alone():
 def test_flag_is_per_device_and_read_in_stream_order():
     from conftest import stall_stream
 
+    big = torch.tensor([60000.0], dtype=torch.float16).npu()  # a blocking copy: before the stall
     stall_stream()
-    torch.tensor([60000.0], dtype=torch.float16).npu() * 2   # queued behind the stall
+    big * 2                                                   # queued behind the stall
     assert torch.npu.get_npu_overflow_flag(0)                 # the read waits for it
     assert not torch.npu.get_npu_overflow_flag(1)
     torch.npu.clear_npu_overflow_flag(0)

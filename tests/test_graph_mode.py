@@ -220,12 +220,13 @@ def test_compiled_call_returns_before_its_work_runs():
 
     fn = compiled(lambda x: (x * 2).exp().sum(0))
     x = torch.randn(64, 32)
-    fn(x.to(NPU))  # compile first
+    xn = x.to(NPU)  # before the stall: a blocking host-to-device copy waits for the stream
+    fn(xn)  # compile first
     torch.npu.synchronize()
     stream = torch.npu.current_stream()
     for _ in range(10):  # far longer than the compiled call's host side, even on a loaded machine
         stall_stream()
-    out = fn(x.to(NPU))
+    out = fn(xn)
     assert not stream.query()  # the host did not wait for the kernel
     close(out, (x * 2).exp().sum(0))
 

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "csrc/framework/IValueTensors.h"
 #include "csrc/framework/OpParamMaker.h"
 
 namespace at_npu::native {
@@ -268,24 +269,6 @@ void FormatStaging::end() {
 // ---- The boxed fallback's door.
 
 namespace {
-
-template <typename F>
-c10::IValue mapTensors(const c10::IValue& v, F f) {
-  if (v.isTensor()) return c10::IValue(f(v.toTensor()));
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
-    return c10::IValue(std::move(out));
-  }
-  if (v.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList().vec()) {
-      out.push_back(t.has_value() ? std::optional<at::Tensor>(f(*t)) : std::nullopt);
-    }
-    return c10::IValue(std::move(out));
-  }
-  return v;
-}
 
 bool isWritten(const c10::Argument& arg) { return arg.alias_info() != nullptr && arg.alias_info()->isWrite(); }
 

@@ -18,6 +18,7 @@
 #include "csrc/framework/ExecutionPolicy.h"
 #include "csrc/framework/FormatStaging.h"
 #include "csrc/framework/HostView.h"
+#include "csrc/framework/IValueTensors.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/framework/OutVariants.h"
 #include "csrc/framework/OverflowCheck.h"
@@ -68,32 +69,6 @@ OpPlan& planFor(const c10::OperatorHandle& op) {
 }
 
 bool isNpuTensor(const at::Tensor& t) { return t.defined() && t.device().type() == kNpu; }
-
-template <typename F>
-c10::IValue mapTensors(const c10::IValue& v, F f) {
-  if (v.isTensor()) return c10::IValue(f(v.toTensor()));
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
-    return c10::IValue(std::move(out));
-  }
-  if (v.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList().vec()) {
-      out.push_back(t.has_value() ? std::optional<at::Tensor>(f(*t)) : std::nullopt);
-    }
-    return c10::IValue(std::move(out));
-  }
-  return v;
-}
-
-template <typename F>
-void forEachTensor(const c10::IValue& v, F f) {
-  mapTensors(v, [&](const at::Tensor& t) {
-    if (t.defined()) f(t);
-    return t;
-  });
-}
 
 // The device all npu tensors share; errors like PyTorch's for mixed devices or host tensors.
 c10::Device commonDevice(const OpPlan& plan, const c10::FunctionSchema& schema,

@@ -2,23 +2,14 @@
 #include "csrc/framework/OpParamMaker.h"
 
 #include "csrc/framework/FormatStaging.h"
+#include "opslib/aten/AclDataType.h"
 
 namespace at_npu::native {
 
 aclDataType toAclDataType(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return ACL_FLOAT;
-    case at::kHalf: return ACL_FLOAT16;
-    case at::kBFloat16: return ACL_BF16;
-    case at::kDouble: return ACL_DOUBLE;
-    case at::kChar: return ACL_INT8;
-    case at::kByte: return ACL_UINT8;
-    case at::kShort: return ACL_INT16;
-    case at::kInt: return ACL_INT32;
-    case at::kLong: return ACL_INT64;
-    case at::kBool: return ACL_BOOL;
-    default: TORCH_CHECK(false, "npu device ops do not support dtype ", type);
-  }
+  aclDataType acl = npu::opslib::aten::AclDataTypeOf(type);
+  TORCH_CHECK(acl != ACL_DT_UNDEFINED, "npu device ops do not support dtype ", type);
+  return acl;
 }
 
 aclTensor* ConvertType(const at::Tensor& tensor) {

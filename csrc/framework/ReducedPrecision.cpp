@@ -7,6 +7,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "csrc/framework/IValueTensors.h"
+
 namespace at_npu::native {
 namespace {
 
@@ -21,22 +23,7 @@ at::Tensor upcast(const at::Tensor& t) {
   return f;
 }
 
-c10::IValue upcastValue(const c10::IValue& v) {
-  if (v.isTensor()) return c10::IValue(upcast(v.toTensor()));
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(upcast(t));
-    return c10::IValue(std::move(out));
-  }
-  if (v.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList().vec()) {
-      out.push_back(t.has_value() ? std::optional<at::Tensor>(upcast(*t)) : std::nullopt);
-    }
-    return c10::IValue(std::move(out));
-  }
-  return v;
-}
+c10::IValue upcastValue(const c10::IValue& v) { return mapTensors(v, upcast); }
 
 // The dtype float32 results go back to: the reduced dtype when every floating input has it (with
 // a float32 or float64 input as well, PyTorch's promotion already gives a wider result).

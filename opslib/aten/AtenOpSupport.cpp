@@ -43,19 +43,8 @@ at::Tensor stage(const aclTensor* tensor, bool written) {
   return host;
 }
 
-std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> strides(sizes.size());
-  int64_t step = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = step;
-    step *= sizes[i] > 0 ? sizes[i] : 1;
-  }
-  return strides;
-}
-
 npu::formats::Layout hostLayout(const at::Tensor& host) {
-  const std::vector<int64_t> sizes = host.sizes().vec();
-  return npu::formats::StridedLayout(sizes, contiguousStrides(sizes), 0);
+  return npu::formats::ContiguousLayout(host.sizes().vec());
 }
 
 }  // namespace
@@ -247,7 +236,7 @@ struct Descriptors {
         continue;
       }
       const int64_t storage = 0;
-      owned.push_back(aclCreateTensor(t.sizes().data(), t.dim(), toAclDataType(t.scalar_type()),
+      owned.push_back(aclCreateTensor(t.sizes().data(), t.dim(), AclDataTypeOf(t.scalar_type()),
                                       t.strides().data(), 0, ACL_FORMAT_ND, &storage, 0,
                                       t.data_ptr()));
       list.push_back(owned.back());
@@ -259,22 +248,6 @@ struct Descriptors {
 };
 
 }  // namespace
-
-aclDataType toAclDataType(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return ACL_FLOAT;
-    case at::kHalf: return ACL_FLOAT16;
-    case at::kBFloat16: return ACL_BF16;
-    case at::kDouble: return ACL_DOUBLE;
-    case at::kChar: return ACL_INT8;
-    case at::kByte: return ACL_UINT8;
-    case at::kShort: return ACL_INT16;
-    case at::kInt: return ACL_INT32;
-    case at::kLong: return ACL_INT64;
-    case at::kBool: return ACL_BOOL;
-    default: return ACL_DT_UNDEFINED;
-  }
-}
 
 aclnnStatus wrapKernel(const char* name, Prepared prepared, aclOpExecutor** executor,
                        std::vector<StagedOperand> staged) {

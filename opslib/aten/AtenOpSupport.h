@@ -8,6 +8,8 @@
 #include <npu/format_layout.h>
 #include <npu/opslib.h>
 
+#include "AclDataType.h"
+
 #include <exception>
 #include <functional>
 #include <optional>
@@ -18,7 +20,6 @@
 namespace npu::opslib::aten {
 
 at::ScalarType toScalarType(aclDataType type);  // throws for ACL_DT_UNDEFINED
-aclDataType toAclDataType(at::ScalarType type);  // ACL_DT_UNDEFINED for types opslib does not know
 // The tensor a descriptor describes, as a CPU tensor over the same (host-addressable) device
 // memory; no copy, no ownership. NULL -> undefined tensor. The non-const overload is for operands
 // the op writes (its signature's aclTensor*): it marks them (aclIsOutputTensor).

@@ -166,29 +166,9 @@ aclnnStatus aclnnDivGetWorkspaceSize(const aclTensor* self, const aclTensor* oth
   });
 }
 
-aclnnStatus aclnnAdd(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                     nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
-aclnnStatus aclnnSub(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                     nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
-aclnnStatus aclnnMul(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                     nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
-aclnnStatus aclnnDiv(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                     nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
 }  // extern "C"
 
-NPU_OPSLIB_REGISTER_OP(Add);
-NPU_OPSLIB_REGISTER_OP(Sub);
-NPU_OPSLIB_REGISTER_OP(Mul);
-NPU_OPSLIB_REGISTER_OP(Div);
+NPU_OPSLIB_DEFINE_OP(Add);
+NPU_OPSLIB_DEFINE_OP(Sub);
+NPU_OPSLIB_DEFINE_OP(Mul);
+NPU_OPSLIB_DEFINE_OP(Div);

@@ -21,6 +21,20 @@ int64_t aclTensor::numel() const {
   return count;
 }
 
+bool aclTensor::is_contiguous() const {
+  if (numel() == 0) return true;
+  int64_t expected = 1;
+  for (size_t d = ndim; d-- > 0;) {
+    if (sizes()[d] != 1 && strides()[d] != expected) return false;
+    expected *= sizes()[d];
+  }
+  return true;
+}
+
+char* aclTensor::first_element() const {
+  return static_cast<char*>(data) + offset * npu::opslib::ElementSize(dtype);
+}
+
 bool aclScalar::is_floating() const { return npu::opslib::IsFloatingType(dtype); }
 
 double aclScalar::ToDouble() const {

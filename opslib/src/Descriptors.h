@@ -44,6 +44,10 @@ struct aclTensor : npu::opslib::Pooled {
   // May be empty: the storage extent is then unknown.
   std::span<const int64_t> storage_dims() const { return {dims_ + 2 * ndim, storage_ndim}; }
   int64_t numel() const;
+  // As PyTorch's is_contiguous: size-1 dims may have any stride, and an empty tensor is contiguous.
+  bool is_contiguous() const;
+  // The address of the view's first element (storage base plus offset).
+  char* first_element() const;
 
  private:
   static constexpr size_t kInlineDims = 24;

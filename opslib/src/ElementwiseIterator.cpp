@@ -45,7 +45,7 @@ ElementwisePlan MakeElementwisePlan(const aclTensor& out, std::span<const aclTen
     plan.dtypes[k] = tensor.dtype;
     plan.same_dtype = plan.same_dtype && tensor.dtype == out.dtype;
     if (tensor.data != nullptr) {
-      plan.data[k] = static_cast<char*>(tensor.data) + tensor.offset * ElementSize(tensor.dtype);
+      plan.data[k] = tensor.first_element();
     }
   }
   if (plan.numel == 0) return plan;

@@ -127,19 +127,6 @@ void Run(Kind kind, aclDataType dtype, const std::vector<Item>& items, double al
   }
 }
 
-// As PyTorch's is_contiguous: size-1 dims may have any stride, and an empty tensor is contiguous.
-bool Contiguous(const aclTensor& t) {
-  if (t.numel() == 0) return true;
-  int64_t expected = 1;
-  for (size_t d = t.ndim; d-- > 0;) {
-    if (t.sizes()[d] != 1 && t.strides()[d] != expected) return false;
-    expected *= t.sizes()[d];
-  }
-  return true;
-}
-
-char* Start(const aclTensor& t) { return static_cast<char*>(t.data) + t.offset * ElementSize(t.dtype); }
-
 aclnnStatus ForeachGetWorkspaceSize(const char* op, Kind kind,
                                     std::initializer_list<const aclTensorList*> inputs,
                                     const aclScalar* scalar, const aclScalarList* scalars,
@@ -172,7 +159,7 @@ aclnnStatus ForeachGetWorkspaceSize(const char* op, Kind kind,
     const aclTensor* o = out->tensors[i];
     if (o == nullptr) return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR, op, ": out tensor ", i, " is NULL");
     if (dtype == ACL_DT_UNDEFINED) dtype = o->dtype;
-    Item item{Start(*o), {nullptr, nullptr, nullptr}, o->numel(),
+    Item item{o->first_element(), {nullptr, nullptr, nullptr}, o->numel(),
               info.scalar_list ? scalars->scalars[i].ToDouble() : (scalar ? scalar->ToDouble() : 0.0)};
     NamedTensor named[4] = {{"out", o}};
     int k = 0;
@@ -180,15 +167,15 @@ aclnnStatus ForeachGetWorkspaceSize(const char* op, Kind kind,
       const aclTensor* t = list->tensors[i];
       if (t == nullptr) return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR, op, ": input tensor ", i, " is NULL");
       if (t->dtype != dtype || !std::equal(t->sizes().begin(), t->sizes().end(), o->sizes().begin(),
-                                           o->sizes().end()) || !Contiguous(*t)) {
+                                           o->sizes().end()) || !t->is_contiguous()) {
         return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": tensor ", i, " of list ", k + 1, " (",
                         DataTypeName(t->dtype), ShapeString(t->sizes()), ") must be contiguous, of ",
                         DataTypeName(dtype), " and of shape ", ShapeString(o->sizes()));
       }
-      item.in[k] = Start(*t);
+      item.in[k] = t->first_element();
       named[++k] = NamedTensor{"input", t};
     }
-    if (o->dtype != dtype || !IsFloatingType(dtype) || !Contiguous(*o)) {
+    if (o->dtype != dtype || !IsFloatingType(dtype) || !o->is_contiguous()) {
       return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": out tensor ", i, " (", DataTypeName(o->dtype),
                       ") must be contiguous and of one floating dtype with the rest (",
                       DataTypeName(dtype), ")");
@@ -227,12 +214,6 @@ aclnnStatus ForeachGetWorkspaceSize(const char* op, Kind kind,
 using npu::opslib::ForeachGetWorkspaceSize;
 using npu::opslib::GuardApi;
 using Kind = npu::opslib::Kind;
-
-#define NOP_FOREACH_LAUNCH(Name)                                                              \
-  aclnnStatus aclnn##Name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,  \
-                          nrtStream_t stream) {                                               \
-    return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);                   \
-  }
 
 extern "C" {
 
@@ -317,22 +298,13 @@ aclnnStatus aclnnForeachAddcdivScalarListGetWorkspaceSize(const aclTensorList* x
   });
 }
 
-NOP_FOREACH_LAUNCH(ForeachAddListV2)
-NOP_FOREACH_LAUNCH(ForeachAddScalarV2)
-NOP_FOREACH_LAUNCH(ForeachMulScalarV2)
-NOP_FOREACH_LAUNCH(ForeachDivScalarList)
-NOP_FOREACH_LAUNCH(ForeachSqrt)
-NOP_FOREACH_LAUNCH(ForeachLerpScalar)
-NOP_FOREACH_LAUNCH(ForeachAddcmulScalarV2)
-NOP_FOREACH_LAUNCH(ForeachAddcdivScalarList)
-
 }  // extern "C"
 
-NPU_OPSLIB_REGISTER_OP(ForeachAddListV2);
-NPU_OPSLIB_REGISTER_OP(ForeachAddScalarV2);
-NPU_OPSLIB_REGISTER_OP(ForeachMulScalarV2);
-NPU_OPSLIB_REGISTER_OP(ForeachDivScalarList);
-NPU_OPSLIB_REGISTER_OP(ForeachSqrt);
-NPU_OPSLIB_REGISTER_OP(ForeachLerpScalar);
-NPU_OPSLIB_REGISTER_OP(ForeachAddcmulScalarV2);
-NPU_OPSLIB_REGISTER_OP(ForeachAddcdivScalarList);
+NPU_OPSLIB_DEFINE_OP(ForeachAddListV2);
+NPU_OPSLIB_DEFINE_OP(ForeachAddScalarV2);
+NPU_OPSLIB_DEFINE_OP(ForeachMulScalarV2);
+NPU_OPSLIB_DEFINE_OP(ForeachDivScalarList);
+NPU_OPSLIB_DEFINE_OP(ForeachSqrt);
+NPU_OPSLIB_DEFINE_OP(ForeachLerpScalar);
+NPU_OPSLIB_DEFINE_OP(ForeachAddcmulScalarV2);
+NPU_OPSLIB_DEFINE_OP(ForeachAddcdivScalarList);

@@ -130,17 +130,6 @@ RunFn KernelFor(aclDataType input, aclDataType params) {
   }
 }
 
-// As PyTorch's is_contiguous: size-1 dims may have any stride, and an empty tensor is contiguous.
-bool Contiguous(const aclTensor& t) {
-  if (t.numel() == 0) return true;
-  int64_t expected = 1;
-  for (size_t d = t.ndim; d-- > 0;) {
-    if (t.sizes()[d] != 1 && t.strides()[d] != expected) return false;
-    expected *= t.sizes()[d];
-  }
-  return true;
-}
-
 aclnnStatus LayerNormGetWorkspaceSize(const aclTensor* input, const aclIntArray* normalized_shape,
                                       const aclTensor* weight, const aclTensor* bias, double eps,
                                       aclTensor* out, aclTensor* mean, aclTensor* rstd,
@@ -173,7 +162,7 @@ aclnnStatus LayerNormGetWorkspaceSize(const aclTensor* input, const aclIntArray*
   aclDataType params = dtype;
   for (const aclTensor* p : {weight, bias}) {
     if (p == nullptr) continue;
-    if (p->numel() != cols || (p->dtype != dtype && p->dtype != ACL_FLOAT) || !Contiguous(*p)) {
+    if (p->numel() != cols || (p->dtype != dtype && p->dtype != ACL_FLOAT) || !p->is_contiguous()) {
       return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": weight and bias must be contiguous, of ", cols,
                       " elements and of input's dtype or FLOAT, got ", DataTypeName(p->dtype),
                       ShapeString(p->sizes()));
@@ -187,7 +176,7 @@ aclnnStatus LayerNormGetWorkspaceSize(const aclTensor* input, const aclIntArray*
   aclDataType stat_type = ACL_FLOAT;
   for (const aclTensor* s : {mean, rstd}) {
     if (s == nullptr) continue;
-    if (s->numel() != rows || !IsFloatingType(s->dtype) || !Contiguous(*s)) {
+    if (s->numel() != rows || !IsFloatingType(s->dtype) || !s->is_contiguous()) {
       return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": mean and rstd must be contiguous floating ",
                       "tensors of ", rows, " elements, got ", DataTypeName(s->dtype), ShapeString(s->sizes()));
     }
@@ -196,7 +185,7 @@ aclnnStatus LayerNormGetWorkspaceSize(const aclTensor* input, const aclIntArray*
   if (mean && rstd && mean->dtype != rstd->dtype) {
     return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": mean and rstd dtypes differ");
   }
-  if (!Contiguous(*input) || !Contiguous(*out)) {
+  if (!input->is_contiguous() || !out->is_contiguous()) {
     return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": input and out must be contiguous (got strides ",
                     ShapeString(input->strides()), " and ", ShapeString(out->strides()), ")");
   }
@@ -209,8 +198,7 @@ aclnnStatus LayerNormGetWorkspaceSize(const aclTensor* input, const aclIntArray*
   if (aclnnStatus s = CheckMemory(op, named, &device)) return s;
 
   auto at = [](const aclTensor* t) -> char* {
-    return t == nullptr ? nullptr
-                        : static_cast<char*>(t->data) + t->offset * ElementSize(t->dtype);
+    return t == nullptr ? nullptr : t->first_element();
   };
   Job job{at(input), at(out), at(weight), at(bias), at(mean), at(rstd), stat_type, rows, cols, eps};
   RunFn run = KernelFor(dtype, params);
@@ -242,11 +230,6 @@ aclnnStatus aclnnLayerNormGetWorkspaceSize(const aclTensor* input, const aclIntA
   });
 }
 
-aclnnStatus aclnnLayerNorm(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                           nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
 }  // extern "C"
 
-NPU_OPSLIB_REGISTER_OP(LayerNorm);
+NPU_OPSLIB_DEFINE_OP(LayerNorm);

@@ -15,8 +15,13 @@ struct OpRegistrar {
 
 }  // namespace npu::opslib
 
-// NPU_OPSLIB_REGISTER_OP(Add) registers aclnnAddGetWorkspaceSize / aclnnAdd as "aclnnAdd".
-#define NPU_OPSLIB_REGISTER_OP(Name)                                                        \
+// NPU_OPSLIB_DEFINE_OP(Add) defines the launch phase aclnnAdd (every built-in op queues the
+// executor its aclnnAddGetWorkspaceSize prepared) and registers the pair as "aclnnAdd".
+#define NPU_OPSLIB_DEFINE_OP(Name)                                                          \
+  extern "C" aclnnStatus aclnn##Name(void* workspace, uint64_t workspaceSize,               \
+                                     aclOpExecutor* executor, nrtStream_t stream) {         \
+    return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);                 \
+  }                                                                                         \
   static const ::npu::opslib::OpRegistrar npu_opslib_registrar_##Name(                      \
       "aclnn" #Name, reinterpret_cast<void*>(&aclnn##Name##GetWorkspaceSize),               \
       reinterpret_cast<void*>(&aclnn##Name))

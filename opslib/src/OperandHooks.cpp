@@ -77,16 +77,6 @@ bool Overlaps(const OperandView& a, const OperandView& b) {
   return alo <= bhi && blo <= ahi;
 }
 
-std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> strides(sizes.size());
-  int64_t step = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = step;
-    step *= sizes[i] > 0 ? sizes[i] : 1;
-  }
-  return strides;
-}
-
 }  // namespace
 
 int64_t ElementBytes(aclDataType dtype) { return ElementSize(dtype); }
@@ -108,7 +98,7 @@ OperandView OperandView::Of(const aclTensor& tensor) {
     view.storage_shape.assign(storage.begin(), storage.end());
     return view;
   }
-  view.first = static_cast<const char*>(tensor.data) + tensor.offset * ElementSize(tensor.dtype);
+  view.first = tensor.first_element();
   return view;
 }
 
@@ -125,7 +115,7 @@ std::vector<char> OperandView::Gather() const {
     std::vector<int64_t> base(storage->dims.size());
     for (size_t i = 0; i < base.size(); ++i) base[i] = storage->dims[i].size;
     std::vector<char> whole(static_cast<size_t>(numel() * element));
-    npu::formats::CopyLayout(*storage, first, npu::formats::StridedLayout(base, ContiguousStrides(base), 0),
+    npu::formats::CopyLayout(*storage, first, npu::formats::ContiguousLayout(base),
                              whole.data(), static_cast<size_t>(element));
     OperandView plain;
     plain.first = whole.data();

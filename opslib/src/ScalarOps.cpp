@@ -192,29 +192,9 @@ aclnnStatus aclnnDivsGetWorkspaceSize(const aclTensor* self, const aclScalar* ot
   });
 }
 
-aclnnStatus aclnnAdds(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                      nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
-aclnnStatus aclnnSubs(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                      nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
-aclnnStatus aclnnMuls(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                      nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
-aclnnStatus aclnnDivs(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                      nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
 }  // extern "C"
 
-NPU_OPSLIB_REGISTER_OP(Adds);
-NPU_OPSLIB_REGISTER_OP(Subs);
-NPU_OPSLIB_REGISTER_OP(Muls);
-NPU_OPSLIB_REGISTER_OP(Divs);
+NPU_OPSLIB_DEFINE_OP(Adds);
+NPU_OPSLIB_DEFINE_OP(Subs);
+NPU_OPSLIB_DEFINE_OP(Muls);
+NPU_OPSLIB_DEFINE_OP(Divs);

@@ -105,11 +105,6 @@ aclnnStatus aclnnTransDataGetWorkspaceSize(const aclTensor* src, aclTensor* dst,
   });
 }
 
-aclnnStatus aclnnTransData(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                           nrtStream_t stream) {
-  return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);
-}
-
 }  // extern "C"
 
-NPU_OPSLIB_REGISTER_OP(TransData);
+NPU_OPSLIB_DEFINE_OP(TransData);

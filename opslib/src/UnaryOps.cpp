@@ -189,7 +189,7 @@ aclnnStatus UnaryGetWorkspaceSize(const char* op, UnaryKind kind, const aclTenso
 }  // namespace
 }  // namespace npu::opslib
 
-// Both phases of each unary op; the launch is the shared one.
+// The workspace phase of each unary op; NPU_OPSLIB_DEFINE_OP adds the launch.
 #define NOP_DEFINE_UNARY(Name)                                                                 \
   extern "C" aclnnStatus aclnn##Name##GetWorkspaceSize(const aclTensor* self, aclTensor* out,  \
                                                        uint64_t* workspaceSize,                \
@@ -198,10 +198,6 @@ aclnnStatus UnaryGetWorkspaceSize(const char* op, UnaryKind kind, const aclTenso
       return npu::opslib::UnaryGetWorkspaceSize("aclnn" #Name, npu::opslib::UnaryKind::k##Name, \
                                                 self, out, workspaceSize, executor);           \
     });                                                                                        \
-  }                                                                                            \
-  extern "C" aclnnStatus aclnn##Name(void* workspace, uint64_t workspaceSize,                  \
-                                     aclOpExecutor* executor, nrtStream_t stream) {            \
-    return aclnnLaunchExecutor(workspace, workspaceSize, executor, stream);                    \
   }
 
 NOP_DEFINE_UNARY(Relu)
@@ -213,11 +209,11 @@ NOP_DEFINE_UNARY(Sigmoid)
 NOP_DEFINE_UNARY(Tanh)
 NOP_DEFINE_UNARY(Cast)
 
-NPU_OPSLIB_REGISTER_OP(Relu);
-NPU_OPSLIB_REGISTER_OP(Neg);
-NPU_OPSLIB_REGISTER_OP(Abs);
-NPU_OPSLIB_REGISTER_OP(Exp);
-NPU_OPSLIB_REGISTER_OP(Sqrt);
-NPU_OPSLIB_REGISTER_OP(Sigmoid);
-NPU_OPSLIB_REGISTER_OP(Tanh);
-NPU_OPSLIB_REGISTER_OP(Cast);
+NPU_OPSLIB_DEFINE_OP(Relu);
+NPU_OPSLIB_DEFINE_OP(Neg);
+NPU_OPSLIB_DEFINE_OP(Abs);
+NPU_OPSLIB_DEFINE_OP(Exp);
+NPU_OPSLIB_DEFINE_OP(Sqrt);
+NPU_OPSLIB_DEFINE_OP(Sigmoid);
+NPU_OPSLIB_DEFINE_OP(Tanh);
+NPU_OPSLIB_DEFINE_OP(Cast);

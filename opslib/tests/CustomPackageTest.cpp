@@ -175,7 +175,7 @@ TEST_F(CustomPackageTest, AMissingOpNamesTheSymbolsAndTheLibrariesSearched) {
                          "the symbols aclnnNoSuchOpGetWorkspaceSize and aclnnNoSuchOp in the custom op packages "),
             std::string::npos)
       << message;
-  for (const std::string library :
+  for (const std::string& library :
        {std::string(NPU_OPSLIB_TEST_OPP_A) + "/libcustom_test_package.so",
         std::string(NPU_OPSLIB_TEST_OPP_ROOT) + "/vendors/v2/op_api/lib/libcust_opapi.so"}) {
     EXPECT_NE(message.find(library), std::string::npos) << message;

@@ -95,6 +95,20 @@ def _device_ptr(draw, w):
     return base
 
 
+def _create(w, api: str, live: list) -> None:
+    """Create a stream or event; a created handle joins the live ones."""
+    handle = w.out()
+    if w.call(api, ctypes.byref(handle)) == 0:
+        live.append(handle.value)
+
+
+def _destroy(w, api: str, handle, owned, live: list, dead: list) -> None:
+    """Destroy `handle`; one the fuzzer created (in `owned`) moves from live to dead."""
+    if w.call(api, handle) == 0 and handle in owned:
+        live.remove(handle)
+        dead.append(handle)
+
+
 @st.composite
 def steps(draw, w):
     op = draw(st.sampled_from([
@@ -133,14 +147,9 @@ def step(draw, w: World, op: str) -> str:
     elif op == "memset":
         w.call("nrtMemsetAsync", _device_ptr(draw, w), draw(st.integers(-1, 300)), count, stream())
     elif op == "stream_create":
-        s = w.out()
-        if w.call("nrtStreamCreate", ctypes.byref(s)) == 0:
-            w.streams.append(s.value)
+        _create(w, "nrtStreamCreate", w.streams)
     elif op == "stream_destroy":
-        s = stream()
-        if w.call("nrtStreamDestroy", s) == 0 and s in w.streams[1:]:
-            w.streams.remove(s)
-            w.dead_streams.append(s)
+        _destroy(w, "nrtStreamDestroy", stream(), w.streams[1:], w.streams, w.dead_streams)
     elif op == "stream_sync":
         w.call("nrtStreamSynchronize", stream())
     elif op == "stream_query":
@@ -149,14 +158,9 @@ def step(draw, w: World, op: str) -> str:
         d = ctypes.c_int32()
         w.call("nrtStreamGetDevice", stream(), ctypes.byref(d))
     elif op == "event_create":
-        e = w.out()
-        if w.call("nrtEventCreate", ctypes.byref(e)) == 0:
-            w.events.append(e.value)
+        _create(w, "nrtEventCreate", w.events)
     elif op == "event_destroy":
-        e = event()
-        if w.call("nrtEventDestroy", e) == 0 and e in w.events:
-            w.events.remove(e)
-            w.dead_events.append(e)
+        _destroy(w, "nrtEventDestroy", event(), w.events, w.events, w.dead_events)
     elif op == "event_record":
         w.call("nrtEventRecord", event(), stream())
     elif op == "event_sync":

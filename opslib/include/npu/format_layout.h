@@ -197,6 +197,17 @@ inline Layout StridedLayout(const std::vector<int64_t>& sizes, const std::vector
   return l;
 }
 
+// A row-major (contiguous) tensor of `sizes` from offset 0.
+inline Layout ContiguousLayout(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t step = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= sizes[i] > 0 ? sizes[i] : 1;
+  }
+  return StridedLayout(sizes, strides, 0);
+}
+
 // The layout of a whole tensor of `dims` in a private format.
 inline Layout PrivateLayout(int64_t format, const std::vector<int64_t>& dims, int64_t c0) {
   Layout l;
