@@ -45,7 +45,7 @@ test-python: build
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g
 TSAN_FLAGS := -fsanitize=thread -g
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0
 # $(1): asan | tsan, $(2): compiler and linker flags
 define san_cpp
 	@for lib in runtime opslib; do \
@@ -65,6 +65,9 @@ sanitize-tsan: $(DEPS_STAMP) system-deps
 # The whole package (runtime, opslib, adapter, extension) built with ASan + UBSan into build/asan/site,
 # then a representative slice of the Python suite run on it with libasan preloaded into the venv's
 # Python (leak checking off: the interpreter itself keeps memory until exit).
+# libstdc++ is preloaded too: Python does not link it, and ASan's exception interceptor must find
+# __cxa_throw when it starts (otherwise the first C++ exception aborts with "CHECK failed").
+ASAN_PRELOAD = $$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)
 SANITIZE_TESTS ?= test_tensor_ops.py test_streams_events.py test_memory.py test_engine_errors.py \
 	test_device.py test_sanitizer.py test_fuzz.py
 sanitize-adapter: $(DEPS_STAMP) system-deps
@@ -75,7 +78,7 @@ sanitize-adapter: $(DEPS_STAMP) system-deps
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build build/asan/adapter
 	rm -rf build/asan/site && mkdir -p build/asan/site && cp -r torch_npu torchair build/asan/site/
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --install build/asan/adapter --prefix build/asan/site >/dev/null
-	cd tests && PYTHONPATH=$(CURDIR)/build/asan/site LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	cd tests && PYTHONPATH=$(CURDIR)/build/asan/site LD_PRELOAD="$(ASAN_PRELOAD)" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ../$(VPY) -m pytest -q -p no:cacheprovider -x $(SANITIZE_TESTS)
 

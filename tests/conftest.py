@@ -21,6 +21,12 @@ _CONTROL_VARS = ("NPU_SIM_DEVICES", "NPU_SIM_MEMORY", "NPU_SIM_FALLBACK", "NPU_S
                  "PYTORCH_NPU_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "NPU_SIM_FAULT", "NPU_SIM_TASK_TIMEOUT")
 
 
+# Where this run's torch_npu comes from when it is not the venv's install (make sanitize-adapter's
+# instrumented build on PYTHONPATH): children import the same one.
+_PACKAGE_ROOT = (os.path.dirname(os.path.dirname(os.path.abspath(torch_npu.__file__)))
+                 if "site-packages" not in torch_npu.__file__ else "")
+
+
 def pytest_configure(config):
     # Ops without an npu kernel warn once per op; the dedicated tests check that in subprocesses.
     config.addinivalue_line("filterwarnings", "ignore:.*is not supported on npu:UserWarning")
@@ -59,6 +65,8 @@ def run_python(tmp_path):
         child_env = {k: v for k, v in os.environ.items() if k not in _CONTROL_VARS}
         child_env.update(env or {})
         child_env.pop("PYTHONPATH", None)
+        if _PACKAGE_ROOT:
+            child_env["PYTHONPATH"] = _PACKAGE_ROOT
         proc = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(code)],
             cwd=tmp_path,

@@ -5,6 +5,7 @@ ragged tails, torch.compile), the example's own test, and kernel errors surfacin
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -136,6 +137,33 @@ def test_kernel_error_is_raised_at_the_launch_with_launch_blocking(run_python, k
         env={"ASCEND_LAUNCH_BLOCKING": "1"},
     )
     assert "raised at launch: " in proc.stdout and "kernel checked_double failed in block 0 of 8: " in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_launched_kernels_are_named_for_injected_faults_and_the_watchdog(run_python, kernel_checks):
+    library = extension_builds.kernel_checks_extension()
+    proc = run_python(
+        f"""
+        import torch, torch_npu
+        torch.ops.load_library({library!r})
+        x = torch.ones(64).npu()
+        for attempt in ("fail", "hang"):
+            out = torch.ops.kernel_checks.double_checked(x, 10.0)
+            try:
+                torch.npu.synchronize()
+            except RuntimeError as e:
+                print(attempt, "->", str(e).replace("\\n", " "))
+        with torch.npu.stream(torch.npu.Stream()):  # the default stream stays stuck; others work
+            print("other ops", (x + 1).sum().item())
+        """,
+        env={"NPU_SIM_FAULT": "task_fail:op=checked_double;hang:op=checked_double:after=1",
+             "NPU_SIM_TASK_TIMEOUT": "0.3"},
+    )
+    out = proc.stdout
+    assert re.search(r"fail -> .*kernel checked_double failed on npu:0 stream #\d+: injected fault "
+                     r"`task_fail:op=checked_double` \(NPU_SIM_FAULT\) \(launched from <string>:6\)", out), out
+    assert re.search(r"hang -> .*NRT_ERROR_TASK_TIMEOUT: kernel checked_double on npu:0 stream #\d+ has been "
+                     r"running for .*\(launched from <string>:6\)", out), out
+    assert "other ops 128.0" in out, out
 
 
 def test_exec_npu_cmd_of_a_missing_op_names_the_symbols(kernel_checks):

@@ -95,6 +95,40 @@ def test_watchdog_turns_a_hang_into_an_error_naming_the_op_and_line(run_python):
     assert "other stream [2.0, 2.0, 2.0, 2.0]" in out
 
 
+def test_watchdog_covers_event_and_stream_syncs_and_event_waits(run_python):
+    proc = run_python("""
+        import torch, torch_npu
+        x = torch.ones(8, 8, device="npu")
+        stuck, waiter = torch.npu.Stream(), torch.npu.Stream()
+        event = torch.npu.Event()
+        with torch.npu.stream(stuck):
+            y = torch.mm(x, x)                   # hangs
+            event.record()
+        event.wait(waiter)                       # waiter now waits for the stuck stream
+        with torch.npu.stream(waiter):
+            z = x + 1
+        for name, sync in [("event", event.synchronize), ("stream", stuck.synchronize),
+                           ("waiter", waiter.synchronize), ("device", torch.npu.synchronize)]:
+            try:
+                sync()
+            except RuntimeError as e:
+                print(name, "->", str(e).replace("\\n", " "))
+            else:
+                print(name, "-> no error")
+        print("query", event.query(), stuck.query())
+        print("default stream", (torch.ones(3, device="npu") * 2).cpu().tolist())
+    """, env={"NPU_SIM_FAULT": "hang:op=mm", "NPU_SIM_TASK_TIMEOUT": "0.3"}, timeout=60)
+    out = proc.stdout
+    stuck_op = r"aclnnMm on npu:0 stream #\d+ has been running for [\d.]+ s, longer than NPU_SIM_TASK_TIMEOUT=0.3 s"
+    for name in ("event", "stream"):
+        assert re.search(rf"{name} -> .*NRT_ERROR_TASK_TIMEOUT: {stuck_op}.*launched from <string>:7", out), out
+    assert re.search(r"waiter -> .*NRT_ERROR_TASK_TIMEOUT: an event wait on npu:0 stream #\d+ has been running .*"
+                     r"it waits for an event recorded on npu:0 stream #\d+, where aclnnMm has been running for "
+                     r"[\d.]+ s \(launched from <string>:7\)", out), out
+    assert re.search(r"device -> .*NRT_ERROR_TASK_TIMEOUT", out), out
+    assert "query False False" in out and "default stream [2.0, 2.0, 2.0]" in out, out
+
+
 def test_oom_and_memcpy_faults_raise_python_exceptions(run_python):
     proc = run_python("""
         import torch, torch_npu
@@ -215,6 +249,16 @@ def test_multiprocessing_spawn_with_npu_tensor_arguments(tmp_path):
     lambda: torch.npu.device(999).__enter__(),
     lambda: torch.npu.get_device_status(999),
     lambda: torch_npu._C._set_device(999),
+    lambda: torch.randn(2).npu("npu:999"),
+    lambda: torch.randn(2).npu(999),
+    lambda: torch.randn(2).npu(device="npu:999"),
+    lambda: torch.randn(2).to("npu:999"),
+    lambda: torch.randn(2).to(999),
+    lambda: torch.randn(2).to(device="npu:999", dtype=torch.float16),
+    lambda: torch.ones(2, device="npu").to("npu:999"),
+    lambda: torch.nn.Linear(2, 2).to("npu:999"),
+    lambda: torch.nn.Linear(2, 2).npu(999),
+    lambda: torch.UntypedStorage(4).npu(999),
 ])
 def test_out_of_range_index_names_what_was_written(call):
     n = torch.npu.device_count()
@@ -226,12 +270,37 @@ def test_out_of_range_index_names_what_was_written(call):
 @pytest.mark.parametrize("make", [
     lambda: torch.empty(1, device="npu:999"),
     lambda: torch.empty(1, device=torch.device("npu", 999)),
-    lambda: torch.zeros(2).to("npu:999"),
+    lambda: torch.zeros(2).to(torch.device("npu", 999)),
 ])
 def test_index_wrapped_by_torch_device_is_explained(make):
-    # torch.device itself keeps 8 bits: 999 arrives as -25; the message names the candidates.
+    # A torch.device (made by the caller) keeps 8 bits: 999 arrives as -25; the message names the candidates.
     with pytest.raises(RuntimeError, match=r"npu:231, npu:487, npu:743, npu:999, \.\.\.\) wrapped around to -25"):
         make()
+
+
+@pytest.mark.parametrize("index", [128, 256, 257])
+def test_index_that_torch_device_would_wrap_into_range_is_refused(index):
+    # 256 wraps to 0 and 257 to 1: without the check the tensor would silently land on another device.
+    n = torch.npu.device_count()
+    for call in (lambda: torch.ones(2).npu(index), lambda: torch.ones(2).to(f"npu:{index}"),
+                 lambda: torch.ones(2).to(index)):
+        with pytest.raises(RuntimeError, match=rf"npu:{index} does not exist: .*\[0, {n}\)"):
+            call()
+
+
+def test_npu_method_keeps_pytorch_semantics():
+    x = torch.arange(4.0)
+    assert x.npu().device == torch.device("npu", torch.npu.current_device())
+    assert x.npu(1).device == torch.device("npu:1") and x.npu("npu:1").device == torch.device("npu:1")
+    assert x.npu(torch.device("npu", 1)).device.index == 1
+    y = x.npu(0)
+    assert y.npu(0) is y and y.to("npu:0") is y
+    torch.testing.assert_close(x.npu(1, non_blocking=True).cpu(), x)
+    assert torch.nn.Linear(2, 2).npu(1).weight.device == torch.device("npu:1")
+    with pytest.raises(RuntimeError, match="must not be negative"):
+        x.npu(-1)
+    with pytest.raises(RuntimeError, match="must be an npu device"):
+        x.npu("cpu")
 
 
 def test_in_range_but_missing_index():

@@ -41,6 +41,9 @@ def _register_device() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )
+    from torch_npu.npu import _device_methods
+
+    _device_methods.install()
 
 
 _register_device()

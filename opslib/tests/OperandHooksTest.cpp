@@ -205,6 +205,8 @@ TEST_F(OperandHooksTest, DumpStartRejectsAnUnusablePath) {
       << aclnnGetRecentErrMsg();
   EXPECT_EQ(aclnnDumpStart(below_a_file.c_str(), static_cast<aclnnDumpMode>(7), nullptr, 0),
             ACLNN_ERR_PARAM_INVALID);
+  EXPECT_EQ(aclnnDumpStart(below_a_file.c_str(), static_cast<aclnnDumpMode>(-1), nullptr, 0),
+            ACLNN_ERR_PARAM_INVALID);
   EXPECT_FALSE(aclnnOperandHooksActive());
   std::filesystem::remove(file);
 }

@@ -45,6 +45,9 @@ const char* ErrorName(nrtError_t code) {
       return "NRT_ERROR_TASK_TIMEOUT";
     case NRT_ERROR_DEVICE_LOST:
       return "NRT_ERROR_DEVICE_LOST";
+    case NRT_ERROR_RANGE_MIN_:
+    case NRT_ERROR_RANGE_MAX_:
+      break;
   }
   return "NRT_ERROR_UNKNOWN";
 }

@@ -123,7 +123,12 @@ nrtError_t nrtEventSynchronize(nrtEvent_t event) {
                          npu::runtime::HandleId(event), " from a host function of ", stream->name(),
                          ", which has yet to reach it: it would wait for itself");
     }
-    record->Wait();
+    if (stream && stream->watched()) {
+      // Watchdog on: a stuck task before the event turns into an error instead of a hang.
+      if (nrtError_t error = stream->WaitWatched([&] { return record->done(); })) return error;
+    } else {
+      record->Wait();
+    }
     return stream ? npu::runtime::ReportTaskErrors({stream}) : NRT_SUCCESS;
   });
 }
@@ -177,10 +182,11 @@ nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event) {
     std::shared_ptr<EventRecord> record = found_event->latest();
     if (!record || record->done()) return NRT_SUCCESS;
     if (npu::runtime::activity::Active()) npu::runtime::activity::LabelTask(NRT_ACTIVITY_EVENT_WAIT, nullptr);
-    return found_stream->Enqueue([record = std::move(record)] {
-      record->Wait();
+    npu::runtime::Stream* waiter = found_stream.get();  // runs the task, so outlives it
+    return found_stream->Enqueue([record = std::move(record), waiter] {
+      waiter->WaitForEvent(*record);
       return 0;
-    });
+    }, /*after_count=*/false, "an event wait");
   });
 }
 

@@ -55,7 +55,8 @@ std::optional<FaultKind> ParseKind(std::string_view name) {
 
 // `op` names an op as users write it: "mm" matches "aten::mm" and the op library's "aclnnMm", "add"
 // matches "aten::add.Tensor", "copy_" matches "aten::copy_ (cpu -> npu)", "all_reduce" matches the
-// collective "hccl all_reduce"; the full name matches too.
+// collective "hccl all_reduce", "add_custom" the launched kernel "kernel add_custom"; the full name
+// matches too.
 bool MatchesOp(const std::string& wanted, const char* name) {
   if (wanted.empty()) return true;
   if (name == nullptr) return false;
@@ -74,7 +75,11 @@ bool MatchesOp(const std::string& wanted, const char* name) {
     }
     return i == rest.size();
   }
-  if (const size_t ns = full.find("::"); ns != std::string_view::npos) full.remove_prefix(ns + 2);
+  if (full.rfind("kernel ", 0) == 0) {  // launched kernels: "kernel add_custom"
+    full.remove_prefix(7);
+    if (full == wanted) return true;
+  }
+  if (const size_t ns = full.rfind("::"); ns != std::string_view::npos) full.remove_prefix(ns + 2);
   if (full.rfind("hccl ", 0) == 0) full.remove_prefix(5);  // collectives: "hccl all_reduce"
   if (full == wanted) return true;
   const size_t end = full.find_first_of(". ");

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "Activity.h"
@@ -75,6 +77,16 @@ class CorePools {
   int cores_ = kDefaultCoreCount;
   std::vector<std::unique_ptr<CorePool>> pools_;
 };
+
+// Task names ("kernel add_custom") and launch tags, kept for the life of the process: the stream, its
+// watchdog and injected faults hold them by pointer (nrtLaunchHostFuncNamed). There are few distinct
+// ones (a name per kernel, a tag per launching source line). Leaked, like the pools below.
+const char* Intern(std::string_view text) {
+  static auto* mutex = new std::mutex;
+  static auto* strings = new std::unordered_set<std::string>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  return strings->emplace(text).first->c_str();
+}
 
 // Leaked: kernel tasks may still run while static destructors do.
 std::atomic<CorePools*> g_pools{new CorePools};
@@ -159,9 +171,12 @@ nrtError_t nrtLaunchKernel(const char* name, uint32_t blockDim, nrtStream_t stre
     return NRT_SUCCESS;
   });
   if (error != NRT_SUCCESS) return error;
+  // Named like the adapter's ops, so that failures, the watchdog and NPU_SIM_FAULT=...:op=<kernel> see it.
+  const char* task_name = Intern(StrCat("kernel ", name));
+  const char* site = task->tag.empty() ? nullptr : Intern(task->tag);
   KernelTask* queued = task.release();
   if (activity::Active()) activity::LabelNextHostFunc(NRT_ACTIVITY_KERNEL, name, 0, blockDim);
-  const nrtError_t launched = nrtLaunchHostFunc(stream, &RunKernelTask, queued);
+  const nrtError_t launched = nrtLaunchHostFuncNamed(stream, &RunKernelTask, queued, task_name, site);
   if (launched != NRT_SUCCESS) delete queued;  // never queued: release the arguments here
   return launched;
 }

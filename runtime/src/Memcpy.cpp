@@ -30,6 +30,9 @@ std::optional<Sides> SidesOf(nrtMemcpyKind kind) {
       return Sides{false, true};
     case NRT_MEMCPY_DEVICE_TO_DEVICE:
       return Sides{true, true};
+    case NRT_MEMCPY_KIND_RANGE_MIN_:
+    case NRT_MEMCPY_KIND_RANGE_MAX_:
+      break;
   }
   return std::nullopt;
 }

@@ -106,17 +106,7 @@ nrtError_t Stream::Synchronize() {
   const uint64_t target = queue_.Published();
   auto reached = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
   if (PollFor(kSyncPoll, reached)) return NRT_SUCCESS;
-  if (options_.task_timeout.count() > 0) {
-    // Watchdog on: poll, so that a task stuck for good turns into an error instead of a hang.
-    for (auto pause = std::chrono::microseconds(50); !reached();
-         pause = std::min(pause * 2, std::chrono::microseconds(2000))) {
-      if (std::optional<std::string> stuck = StuckTask()) {
-        return NPU_RT_FAIL(NRT_ERROR_TASK_TIMEOUT, *stuck);
-      }
-      std::this_thread::sleep_for(pause);
-    }
-    return NRT_SUCCESS;
-  }
+  if (watched()) return WaitWatched(reached);
   sync_waiters_.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
     const uint32_t seen = done_.load(std::memory_order_seq_cst);
@@ -125,6 +115,27 @@ nrtError_t Stream::Synchronize() {
   }
   sync_waiters_.fetch_sub(1, std::memory_order_relaxed);
   return NRT_SUCCESS;
+}
+
+nrtError_t Stream::WaitWatched(const std::function<bool()>& reached) const {
+  // Polls, so that a task stuck for good turns into an error instead of a hang.
+  for (auto pause = std::chrono::microseconds(50); !reached();
+       pause = std::min(pause * 2, std::chrono::microseconds(2000))) {
+    if (std::optional<std::string> stuck = StuckTask()) return NPU_RT_FAIL(NRT_ERROR_TASK_TIMEOUT, *stuck);
+    std::this_thread::sleep_for(pause);
+  }
+  return NRT_SUCCESS;
+}
+
+void Stream::WaitForEvent(EventRecord& record) {
+  if (!watched()) return record.Wait();
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watch_upstream_ = record.stream();
+  }
+  record.Wait();
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  watch_upstream_.reset();
 }
 
 nrtError_t Stream::CheckNotLost() const {
@@ -140,16 +151,41 @@ void Stream::WatchTask(const Task& task) {
 }
 
 std::optional<std::string> Stream::StuckTask() const {
-  std::lock_guard<std::mutex> lock(watch_mu_);
-  if (watch_since_ns_ == 0) return std::nullopt;
-  const int64_t ran = NowNs() - watch_since_ns_;
-  if (ran <= options_.task_timeout.count()) return std::nullopt;
-  std::string message = StrCat(watch_name_ ? watch_name_ : "a host task", " on ", name(), " has been running for ",
-                               Seconds(static_cast<double>(ran) / 1e9), ", longer than NPU_SIM_TASK_TIMEOUT=",
-                               Seconds(static_cast<double>(options_.task_timeout.count()) / 1e9),
-                               ": it looks stuck (the stream stays busy until it finishes)");
-  message += LaunchSuffix(watch_site_);
+  std::string message;
+  std::shared_ptr<Stream> upstream;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (watch_since_ns_ == 0) return std::nullopt;
+    const int64_t ran = NowNs() - watch_since_ns_;
+    if (ran <= options_.task_timeout.count()) return std::nullopt;
+    message = StrCat(watch_name_ ? watch_name_ : "a host task", " on ", name(), " has been running for ",
+                     Seconds(static_cast<double>(ran) / 1e9), ", longer than NPU_SIM_TASK_TIMEOUT=",
+                     Seconds(static_cast<double>(options_.task_timeout.count()) / 1e9),
+                     ": it looks stuck (the stream stays busy until it finishes)");
+    message += LaunchSuffix(watch_site_);
+    upstream = watch_upstream_.lock();
+  }
+  // Outside the lock: two streams' watch locks are never held together.
+  if (upstream && upstream.get() != this) {
+    message += StrCat("; it waits for an event recorded on ", upstream->name(), upstream->RunningTask(3));
+  }
   return message;
+}
+
+std::string Stream::RunningTask(int depth) const {
+  std::string text;
+  std::shared_ptr<Stream> upstream;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (watch_since_ns_ == 0) return ", which has no task running";
+    text = StrCat(", where ", watch_name_ ? watch_name_ : "a host task", " has been running for ",
+                  Seconds(static_cast<double>(NowNs() - watch_since_ns_) / 1e9), LaunchSuffix(watch_site_));
+    upstream = watch_upstream_.lock();
+  }
+  if (upstream && upstream.get() != this && depth > 0) {
+    text += StrCat(" and waits for an event recorded on ", upstream->name(), upstream->RunningTask(depth - 1));
+  }
+  return text;
 }
 
 std::optional<std::string> Stream::ApplyFaults(const Task& task, std::chrono::nanoseconds ran,

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,13 @@ class Stream {
   // finishes within microseconds); refuses on its own worker, which would wait for itself. With the
   // watchdog on, fails with NRT_ERROR_TASK_TIMEOUT once the running task exceeds its limit.
   nrtError_t Synchronize();
+  // With the watchdog on, waits for `reached` by polling and fails with NRT_ERROR_TASK_TIMEOUT once
+  // this stream's running task exceeds its limit (event syncs use it: the event's stream is watched).
+  bool watched() const { return options_.task_timeout.count() > 0; }
+  nrtError_t WaitWatched(const std::function<bool()>& reached) const;
+  // Runs on this stream's worker (an nrtStreamWaitEvent task): waits for `record`, and meanwhile
+  // lets the watchdog name the stream waited for and what runs there.
+  void WaitForEvent(EventRecord& record);
   // NRT_ERROR_DEVICE_LOST once an injected device_lost fault took this stream's device.
   nrtError_t CheckNotLost() const;
   bool Idle() const { return retired_.load(std::memory_order_seq_cst) == queue_.Published(); }
@@ -98,6 +106,9 @@ class Stream {
   // Watchdog: what the worker is running and since when (steady-clock ns; 0 when idle).
   void WatchTask(const Task& task);
   std::optional<std::string> StuckTask() const;
+  // ", where <op> has been running for <t> (launched from <site>)" for the task running now, following
+  // event waits upstream (depth bounds a cycle of streams waiting for each other).
+  std::string RunningTask(int depth) const;
   // Injected faults for a task that just ran for `ran`: may fail, slow down or hang it.
   std::optional<std::string> ApplyFaults(const Task& task, std::chrono::nanoseconds ran,
                                          std::optional<std::string> failure);
@@ -129,6 +140,7 @@ class Stream {
   int64_t watch_since_ns_ = 0;
   const char* watch_name_ = nullptr;
   const char* watch_site_ = nullptr;
+  std::weak_ptr<Stream> watch_upstream_;  // the stream a running event wait waits for
 
   std::mutex join_mu_;  // a second Shutdown() caller must also wait for the join
   std::thread worker_;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "RuntimeTest.h"
+#include "npu/kernel_launch.h"
 
 namespace npu::runtime::testing {
 namespace {
@@ -137,6 +138,85 @@ TEST_F(FaultInjectionTest, WatchdogReportsASlowTaskAndTheStreamRecoversWhenItEnd
   ASSERT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_TIMEOUT);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   NRT_EXPECT_OK(nrtStreamSynchronize(nullptr));
+}
+
+TEST_F(FaultInjectionTest, WatchdogCoversEventSynchronizeNamingTheStuckOp) {
+  SetEnv("NPU_SIM_FAULT", "hang:op=mm");
+  SetEnv("NPU_SIM_TASK_TIMEOUT", "0.2");
+  nrtStream_t stream = nullptr;
+  nrtEvent_t event = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  NRT_ASSERT_OK(nrtEventCreate(&event));
+  NRT_ASSERT_OK(LaunchNamed(stream, "aten::mm"));
+  NRT_ASSERT_OK(nrtEventRecord(event, stream));
+  const auto start = Clock::now();
+  ASSERT_EQ(nrtEventSynchronize(event), NRT_ERROR_TASK_TIMEOUT);
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(150));
+  const std::string message = nrtGetRecentErrMsg();
+  EXPECT_NE(message.find("aten::mm on npu:0 stream #"), std::string::npos) << message;
+  EXPECT_NE(message.find("longer than NPU_SIM_TASK_TIMEOUT=0.2 s"), std::string::npos) << message;
+  EXPECT_NE(message.find("launched from train.py:42"), std::string::npos) << message;
+  EXPECT_EQ(nrtEventQuery(event), NRT_ERROR_NOT_READY);
+  NRT_EXPECT_OK(nrtEventDestroy(event));
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
+}
+
+// A stream waiting for an event of a stuck stream is stuck too: its sync names the op it waits for.
+TEST_F(FaultInjectionTest, WatchdogFollowsAnEventWaitToTheStuckOp) {
+  SetEnv("NPU_SIM_FAULT", "hang:op=mm");
+  SetEnv("NPU_SIM_TASK_TIMEOUT", "0.2");
+  nrtStream_t stuck = nullptr;
+  nrtStream_t waiter = nullptr;
+  nrtEvent_t event = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stuck));
+  NRT_ASSERT_OK(nrtStreamCreate(&waiter));
+  NRT_ASSERT_OK(nrtEventCreate(&event));
+  NRT_ASSERT_OK(LaunchNamed(stuck, "aten::mm"));
+  NRT_ASSERT_OK(nrtEventRecord(event, stuck));
+  NRT_ASSERT_OK(nrtStreamWaitEvent(waiter, event));
+  NRT_ASSERT_OK(LaunchNamed(waiter, "aten::add.Tensor"));
+  ASSERT_EQ(nrtStreamSynchronize(waiter), NRT_ERROR_TASK_TIMEOUT);
+  const std::string message = nrtGetRecentErrMsg();
+  EXPECT_NE(message.find("an event wait on npu:0 stream #"), std::string::npos) << message;
+  EXPECT_NE(message.find("it waits for an event recorded on npu:0 stream #"), std::string::npos) << message;
+  EXPECT_NE(message.find(", where aten::mm has been running for "), std::string::npos) << message;
+  EXPECT_NE(message.find("launched from train.py:42"), std::string::npos) << message;
+  // The device-wide sync reports the stuck stream as well.
+  EXPECT_EQ(nrtDeviceSynchronize(), NRT_ERROR_TASK_TIMEOUT);
+  NRT_EXPECT_OK(nrtEventDestroy(event));
+  NRT_EXPECT_OK(nrtStreamDestroy(stuck));  // ends the hang, and with it the wait
+  NRT_EXPECT_OK(nrtStreamSynchronize(waiter));
+  NRT_EXPECT_OK(nrtStreamDestroy(waiter));
+}
+
+int KernelBlock(void*) { return 0; }
+
+// Launched kernels are named tasks: NPU_SIM_FAULT selects them by kernel name, and failures and
+// the watchdog name them with the launch tag.
+TEST_F(FaultInjectionTest, LaunchedKernelsAreNamedForFaultsAndTheWatchdog) {
+  SetEnv("NPU_SIM_FAULT", "task_fail:op=add_custom;hang:op=stuck_kernel");
+  SetEnv("NPU_SIM_TASK_TIMEOUT", "0.2");
+  nrtSetKernelLaunchTag("(launched from model.py:7)");
+  NRT_ASSERT_OK(nrtLaunchKernel("other_kernel", 2, nullptr, &KernelBlock, nullptr, nullptr));
+  NRT_ASSERT_OK(nrtStreamSynchronize(nullptr));
+  NRT_ASSERT_OK(nrtLaunchKernel("add_custom", 2, nullptr, &KernelBlock, nullptr, nullptr));
+  ASSERT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  std::string message = nrtGetRecentErrMsg();
+  EXPECT_NE(message.find("kernel add_custom failed on npu:0 stream #"), std::string::npos) << message;
+  EXPECT_NE(message.find("task_fail:op=add_custom"), std::string::npos) << message;
+  EXPECT_NE(message.find("(launched from model.py:7)"), std::string::npos) << message;
+  NRT_ASSERT_OK(nrtLaunchKernel("add_custom", 2, nullptr, &KernelBlock, nullptr, nullptr));  // count=1: used
+  NRT_EXPECT_OK(nrtStreamSynchronize(nullptr));
+
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  NRT_ASSERT_OK(nrtLaunchKernel("stuck_kernel", 1, stream, &KernelBlock, nullptr, nullptr));
+  nrtSetKernelLaunchTag(nullptr);
+  ASSERT_EQ(nrtStreamSynchronize(stream), NRT_ERROR_TASK_TIMEOUT);
+  message = nrtGetRecentErrMsg();
+  EXPECT_NE(message.find("kernel stuck_kernel on npu:0 stream #"), std::string::npos) << message;
+  EXPECT_NE(message.find("(launched from model.py:7)"), std::string::npos) << message;
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
 }
 
 TEST_F(FaultInjectionTest, SlowMultipliesTaskTime) {

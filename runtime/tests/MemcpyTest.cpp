@@ -79,6 +79,17 @@ TEST_F(MemcpyTest, HostPointerWhereKindSaysDeviceIsWrongKind) {
             NRT_ERROR_INVALID_MEMCPY_KIND);
 }
 
+// C callers may pass any int (the fuzzer does): refused, and no undefined behaviour on the way (UBSan).
+TEST_F(MemcpyTest, UnknownKindIsRefused) {
+  for (int kind : {4, -1, 1 << 30}) {
+    EXPECT_EQ(nrtMemcpy(host_.data(), host_.data() + 16, 16, static_cast<nrtMemcpyKind>(kind)),
+              NRT_ERROR_INVALID_MEMCPY_KIND);
+    EXPECT_TRUE(MessageHas("unknown memcpy kind")) << nrtGetRecentErrMsg();
+    EXPECT_EQ(nrtMemcpyAsync(nullptr, reinterpret_cast<void*>(17), 1, static_cast<nrtMemcpyKind>(kind), nullptr),
+              NRT_ERROR_INVALID_MEMCPY_KIND);
+  }
+}
+
 TEST_F(MemcpyTest, DevicePointerWhereKindSaysHostIsWrongKind) {
   EXPECT_EQ(nrtMemcpy(host_.data(), device_a_, 16, NRT_MEMCPY_HOST_TO_HOST),
             NRT_ERROR_INVALID_MEMCPY_KIND);

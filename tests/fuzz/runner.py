@@ -65,10 +65,18 @@ def run_target(target: str, examples: int, timeout: float, seed: int | None = No
         else:
             how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
                    else f"exit code {proc.returncode}")
-            result["crash"] = f"{how} during: {_read(journal)}\n{err[-3000:]}"
+            result["crash"] = f"{how} during: {_read(journal)}\n{_sanitizer_headline(err)}{err[-3000:]}"
     result["seconds"] = round(time.monotonic() - start, 1)
     os.unlink(journal)
     return result
+
+
+def _sanitizer_headline(err: str) -> str:
+    """The lines that say what a sanitizer found (make sanitize-adapter), whose stacks push them out of
+    the tail kept above: ASan's ERROR and SUMMARY lines, UBSan's "runtime error"."""
+    lines = [line for line in err.splitlines()
+             if "ERROR: AddressSanitizer" in line or "runtime error:" in line or line.startswith("SUMMARY: ")]
+    return "".join(line + "\n" for line in lines[:4])
 
 
 def _read(path: str) -> str:

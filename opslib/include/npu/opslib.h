@@ -189,7 +189,9 @@ typedef enum {
   ACLNN_DUMP_OUTPUT = 0,
   ACLNN_DUMP_INPUT = 1,
   ACLNN_DUMP_ALL = 2,
-  ACLNN_DUMP_MODE_RANGE_ = 0x7fffffff,  // any int32 is a value (an unknown mode is refused, not UB)
+  // Any int32 is a value (an unknown mode is refused, not UB).
+  ACLNN_DUMP_MODE_RANGE_MIN_ = -0x7fffffff - 1,
+  ACLNN_DUMP_MODE_RANGE_ = 0x7fffffff,
 } aclnnDumpMode;
 NOP_API aclnnStatus aclnnDumpStart(const char* dumpPath, aclnnDumpMode mode, const char* const* opNames,
                                    uint64_t opNameNum);

@@ -23,6 +23,8 @@ typedef enum {
   NRT_ACTIVITY_EVENT_RECORD = 5,  // nrtEventRecord: start == end == the event's completion
   NRT_ACTIVITY_EVENT_WAIT = 6,    // nrtStreamWaitEvent (only when the event was still pending)
   NRT_ACTIVITY_COLLECTIVE = 7,    // a collective or point-to-point transfer
+  NRT_ACTIVITY_KIND_RANGE_MIN_ = -0x7fffffff - 1,  // every int32 is a value (see nrtError_t)
+  NRT_ACTIVITY_KIND_RANGE_MAX_ = 0x7fffffff,
 } nrtActivityKind;
 
 #define NRT_ACTIVITY_NAME_MAX 96

@@ -31,6 +31,10 @@ typedef enum {
   NRT_ERROR_EVENT_NOT_RECORDED = 10,  // elapsed time of an event that never completed
   NRT_ERROR_TASK_TIMEOUT = 11,        // a task ran longer than NPU_SIM_TASK_TIMEOUT (watchdog)
   NRT_ERROR_DEVICE_LOST = 12,         // the device is lost (injected); every later call on it fails
+  // The two bounds make every int32 a value of the type (here and in the enums below): callers may
+  // pass codes this library does not know, and C++ must be able to hold them to refuse them.
+  NRT_ERROR_RANGE_MIN_ = -0x7fffffff - 1,
+  NRT_ERROR_RANGE_MAX_ = 0x7fffffff,
 } nrtError_t;
 
 typedef enum {
@@ -38,6 +42,8 @@ typedef enum {
   NRT_MEMCPY_HOST_TO_DEVICE = 1,
   NRT_MEMCPY_DEVICE_TO_HOST = 2,
   NRT_MEMCPY_DEVICE_TO_DEVICE = 3,
+  NRT_MEMCPY_KIND_RANGE_MIN_ = -0x7fffffff - 1,
+  NRT_MEMCPY_KIND_RANGE_MAX_ = 0x7fffffff,
 } nrtMemcpyKind;
 
 typedef struct nrtStreamImpl* nrtStream_t;  // NULL means the current device's default stream
