@@ -26,6 +26,8 @@ def _measure(setup, quick: bool, warmup: int, steps: int, settings: str) -> dict
     torch.npu.empty_cache()
     torch.npu.memory._set_allocator_settings(settings)
     torch.npu.reset_peak_memory_stats()
+    # What earlier work still holds (live tensors and the segments they pin) is not this loop's.
+    base = torch.npu.memory_stats()
     _, _, step = setup("npu", quick)
     for _ in range(warmup):
         step()
@@ -40,8 +42,8 @@ def _measure(setup, quick: bool, warmup: int, steps: int, settings: str) -> dict
         "segments_per_step": _delta(before, after, "num_device_alloc") / steps,
         "blocks_per_step": _delta(before, after, "allocation.all.allocated") / steps,
         "retries": _delta(before, after, "num_alloc_retries"),
-        "reserved_peak": after["reserved_bytes.all.peak"],
-        "allocated_peak": after["allocated_bytes.all.peak"],
+        "reserved_peak": after["reserved_bytes.all.peak"] - base["reserved_bytes.all.current"],
+        "allocated_peak": after["allocated_bytes.all.peak"] - base["allocated_bytes.all.current"],
     }
 
 

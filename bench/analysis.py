@@ -6,18 +6,19 @@ what profiling shows (see the closing section of docs/benchmarks.md).
 
 # Keyed by row key; a key without an exact entry falls back to its section's entry.
 _SMALL_OPS = (
-    'the launch path now takes a direct route for same-layout elementwise calls (no TensorIterator), '
-    'looks the device op up once per call site, passes Python numbers as scalar descriptors, pools '
-    'descriptors and executors, reads the Python frames without the GIL and hands tasks to a '
-    'lock-free per-stream queue whose worker spins briefly before sleeping. Counted with callgrind '
-    "(table above, independent of load) an npu `a + b` costs 1.5x the instructions of CPU eager's; "
-    "what remains is the output allocation through the caching allocator, the device op's checks and "
-    'plan (aclnnAddGetWorkspaceSize) and descriptor creation. The timed medians of a run on a loaded '
-    "machine (load average 5-7 on 2 cores) are dominated by scheduling: the caller and the stream's "
-    'worker are two threads competing with other processes, so a round trip that waits for a '
-    'preempted worker takes hundreds of microseconds (its best sample is 3x CPU eager, its median far '
-    'more). Fix: reuse descriptors per cached plan, skip the checks of a plan already validated, and '
-    'judge the target on a quiet machine.')
+    'the launch path takes a direct route for same-layout elementwise calls (no TensorIterator), looks '
+    'the device op up once per call site, passes Python numbers as scalar descriptors, reuses the '
+    "descriptors of a repeated operand geometry (only the address is rebound), pools executors, reads "
+    'the Python frames without the GIL and hands tasks to a lock-free per-stream queue. Counted with '
+    "callgrind (table above, independent of load) an npu `a + b` costs 1.24-1.27x the instructions of "
+    "CPU eager's, `a * b` 1.21-1.24x and relu 1.16-1.19x; what remains is the device op's checks and plan "
+    '(aclnnAddGetWorkspaceSize, about 1,700-1,900 instructions, plus the alpha scalar descriptor that '
+    "mul does not have), the output allocation (caching allocator and tensor object, about 1,900) and "
+    'the launch site. The '
+    'timed ratio is a little above the instruction ratio because the stream worker, which spins briefly '
+    "between tasks, shares the 2 cores with the caller. Fix: skip the device op's checks for a plan "
+    "already validated (a per-call-site plan cache in opslib) and a lighter allocator path for blocks "
+    'that fit the last freed one.')
 
 _NORM = (
     "layer_norm runs as the named device op aclnnLayerNorm (one queued task), but PyTorch's CPU layer "
@@ -62,11 +63,10 @@ _CNN = (
 _ALL_REDUCE = (
     "each hccl all_reduce is a task on the communication stream that waits for its fingerprint exchange "
     "(a tiny Gloo all_gather issued when the call is made) and then runs Gloo's all_reduce on host views of "
-    "the device memory: the data path is Gloo's, plus a hand-off to the stream's worker thread and the "
-    "fingerprint exchange's CPU time. On 2 cores shared with other work those extra threads compete with "
-    "Gloo's own; at 1 MB they are a visible share of a ~0.3 ms operation, from 16 MB up they vanish. Fix "
-    "(csrc/distributed/): skip the fingerprint exchange for a repeat of the previous collective's "
-    "fingerprint once both ranks have confirmed it, and run Gloo's algorithm on the stream's thread.")
+    "the device memory: the data path is Gloo's, plus a hand-off to the stream's worker thread. On a quiet "
+    "machine the ratio is 0.96-1.08 from 1 MB up; a miss means the run shared the 2 cores with other work, "
+    "where the extra threads (two ranks, each with a caller, a stream worker and Gloo's threads) wait for "
+    "each other longer. Rerun the section alone: bench/run.py --only distributed --update.")
 
 _COMPILED_VS_EAGER = (
     "both steps spend most of their time in GEMMs and convolutions, which are the same CPU kernels compiled "
@@ -103,20 +103,21 @@ WHY = {
         "a device segment was allocated after warm-up: some step needed a block size that the cache did not "
         "hold (check num_alloc_retries in the note; a retry empties the cache)."),
     "allocator.transformer_segments": (
-        "one step in twenty maps more pages of the expandable range: freed small blocks are fragmented "
-        "across the range and a request finds no free run large enough. Fix: small-pool size classes."),
+        "one step in twenty maps more pages of the expandable range (the 7th step, then none): freed small "
+        "blocks are fragmented across the range and a request finds no free run large enough. Replaying "
+        "the transformer's allocation trace in a model of the allocator, first-fit placement removes this "
+        "late mapping but raises the reserve. Fix: first-fit placement once a range stops growing."),
     "allocator.CNN_reserved_ratio": (
-        "with expandable segments the CNN reserves 13.8 MiB for a 9.3 MiB peak (default settings: 26 MiB, "
-        "2.80). Each (stream, pool) has its own expandable range, mapped in 256 KiB (small pool) or 2 MiB "
-        "(large pool) steps, and free pages go back only at empty_cache(): the small pool's and the large "
-        "pool's peaks come at different points of a step, and both stay mapped. Fix "
-        "(csrc/core/NPUExpandableSegments.cpp): unmap the free tail pages of a range when its free mapped "
-        "bytes exceed a step after a free, or let both pools share one range."),
+        "each stream has one expandable range shared by blocks of every size, so the peaks of small and "
+        "large blocks share pages; a miss here means a step's peak came with fragmentation of the range."),
     "allocator.transformer_reserved_ratio": (
-        "the transformer's blocks are all small-pool blocks; with expandable segments the range grows in "
-        "256 KiB steps and the reserve is 1.19x the peak (default settings 1.16x), and one step in twenty "
-        "maps one more step of pages (fragmentation of freed blocks in the range). Fix: as for the CNN row, "
-        "return free tail pages after frees, and small-pool size classes so freed blocks fit later requests."),
+        "the transformer's blocks are all small blocks (under 1 MiB), so sharing the range with large blocks "
+        "changes nothing: the reserve is 1.19x the peak (default settings 1.16x). Replaying its allocation "
+        "trace in a model of the allocator (which reproduces 22.5 / 18.9 MiB exactly), best fit, first fit, "
+        "power-of-two size classes, a separate range for tiny blocks and smaller map steps all land between "
+        "1.17 and 1.24: the fragmentation comes from the order of the model's own allocations and frees "
+        "(activations freed in backward between longer-lived optimizer state). Fix: place blocks by "
+        "expected lifetime (the allocation site's history), which no variant above does."),
 }
 
 
@@ -127,6 +128,8 @@ def explain(key: str) -> str:
 
 
 METHOD = [
+    "- `bench/run.py --only SECTION --update` reruns sections alone and keeps the other rows of the last "
+    "run; the machine table lists each such rerun with its load and commit.",
     "- Every npu sample ends with `torch.npu.synchronize()` inside the timed region; CPU eager work is "
     "complete when the call returns.",
     "- npu and reference samples alternate on every repeat, so load from other processes on the "
@@ -141,7 +144,9 @@ METHOD = [
     "of 3x32x32, SGD with momentum; transformer: 2 pre-norm blocks, width 128, 4 heads, context 64, "
     "batch 8, AdamW).",
     "- Allocator: the cache is emptied and peaks reset, then 3 warm-up steps and 20 measured steps; "
-    "device segment allocations are the `segment.all.allocated` delta of `torch.npu.memory_stats()`.",
+    "device segment allocations are the `segment.all.allocated` delta of `torch.npu.memory_stats()`; "
+    "the peaks are taken above what earlier sections still hold (their live tensors and the segments "
+    "those pin are not the model's reserve).",
     "- Where npu beats the CPU on large elementwise kernels (add, softmax) the difference is memory, not "
     "arithmetic: CPU eager allocates a fresh 64 MB output on every call (glibc maps it and page-faults it "
     "in; `torch.add(a, b, out=o)` on the CPU is ~2.5x faster than `a + b` here), while the npu caching "

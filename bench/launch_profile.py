@@ -36,9 +36,12 @@ _OTHER_OPS = [
 
 # (stage, function-name prefixes whose inclusive counts make it up), inside the npu add kernel.
 _STAGES = [
-    ("output allocation (caching allocator, tensor object)", ["at_npu::native::empty(", "at_npu::native::empty_strided("]),
+    ("output allocation (caching allocator, tensor object)", ["at_npu::native::empty(", "at_npu::native::empty_strided(",
+                                                             "at_npu::native::emptyDense("]),
     ("launch site (Python frames read without the GIL, per-line cache)", ["at_npu::native::currentLaunchSite("]),
-    ("descriptors: create and destroy (pooled)", ["at_npu::native::ConvertType(", "aclDestroyTensor", "aclDestroyScalar"]),
+    ("descriptors: reused per operand geometry, else created (pooled)", ["at_npu::native::ConvertType(", "at_npu::native::launchOperand(",
+                                                  "at_npu::native::releaseLaunchOperand(", "aclDestroyTensor",
+                                                  "aclDestroyScalar"]),
     ("device op: checks, plan, executor (aclnnAddGetWorkspaceSize)", ["aclnnAddGetWorkspaceSize"]),
     ("queue hand-off to the stream (aclnnLaunchExecutor, nrtLaunchHostFunc)", ["aclnnLaunchExecutor"]),
 ]

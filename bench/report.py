@@ -69,6 +69,11 @@ def _machine_table(doc) -> list:
         ("run time", ", ".join(f"{k} {v:.0f} s" for k, v in doc["seconds"].items())
          + f"; total {doc['total_seconds']:.0f} s"),
     ]
+    for u in doc.get("updated", []):
+        items.append(("rerun alone afterwards", f"{', '.join(u['sections'])} (load average "
+                                                 f"{u['machine']['load_average_start']:.2f} / "
+                                                 f"{u['machine'].get('load_average_end', float('nan')):.2f}, "
+                                                 f"commit {u['machine']['commit']})"))
     if m["launch_env"]:
         items.append(("launch environment", ", ".join(f"{k}={v}" for k, v in m["launch_env"].items())))
     return ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in items]

@@ -94,11 +94,32 @@ def _quiet_fallback_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*is not supported on npu")
 
 
+def _updated(json_path: str, doc: dict) -> dict:
+    """`doc`'s sections replacing theirs in the results at `json_path`; the rest kept as they were."""
+    with open(json_path) as f:
+        old = json.load(f)
+    rerun = set(doc["sections"])
+    rows = [r for r in old["rows"] if r["section"] not in rerun]
+    rows += doc["rows"]
+    order = {name: i for i, name in enumerate(SECTIONS)}
+    rows.sort(key=lambda r: order.get(r["section"], len(order)))  # stable: a section keeps its row order
+    seconds = {k: doc["seconds"].get(k, v) for k, v in old["seconds"].items()}  # the run's order kept
+    seconds.update({k: v for k, v in doc["seconds"].items() if k not in seconds})
+    return {**old, "sections": [s for s in SECTIONS if s in rerun or s in old["sections"]], "seconds": seconds,
+            "rows": rows, "launch_profile": doc["launch_profile"] or old.get("launch_profile"),
+            "total_seconds": sum(seconds.values()),
+            "updated": old.get("updated", []) + [{"sections": sorted(rerun, key=order.get),
+                                                   "machine": doc["machine"]}]}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="torch_npu benchmark suite: npu vs CPU eager in one process")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repeats (smoke test)")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
                         help=f"run only these sections ({', '.join(SECTIONS)})")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the other sections' rows of the existing results.json and write the "
+                             "report from both (rerun one section without rerunning the rest)")
     parser.add_argument("--out", help="write results.json, benchmarks.md and benchmarks.png into this "
                                       "folder (default: build/bench/results.json, docs/benchmarks.{md,png})")
     args = parser.parse_args(argv)
@@ -133,6 +154,8 @@ def main(argv=None) -> int:
     machine["load_average_end"] = os.getloadavg()[0]
     doc = {"quick": args.quick, "sections": names, "machine": machine, "seconds": timings,
            "total_seconds": time.perf_counter() - start, "rows": rows, "launch_profile": launch}
+    if args.update:
+        doc = _updated(json_path, doc)
 
     for path in (json_path, md_path, png_path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
