@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <memory>
 
 #include "csrc/framework/FormatStaging.h"
 #include "opslib/aten/AclDataType.h"
@@ -68,6 +67,12 @@ struct DescriptorCache {
   std::array<CachedDescriptor, kEntries> entries;
   size_t next_victim = 0;
 
+  DescriptorCache() {
+    // Touches opslib's per-thread state first, so that it outlives this cache at thread exit
+    // (thread-local objects are destroyed in the reverse order of their construction).
+    const int64_t one = 1;
+    aclDestroyTensor(aclCreateTensor(&one, 1, ACL_FLOAT, &one, 0, ACL_FORMAT_ND, &one, 1, nullptr));
+  }
   ~DescriptorCache() {
     for (CachedDescriptor& e : entries) {
       if (e.descriptor != nullptr) aclDestroyTensor(e.descriptor);
@@ -75,29 +80,9 @@ struct DescriptorCache {
   }
 };
 
-// The thread's cache, read through a plain thread-local pointer (one TLS lookup per launch
-// operand, no guard); nullptr once the thread's cache is gone (thread exit).
-thread_local DescriptorCache* t_descriptor_cache = nullptr;
-thread_local bool t_descriptor_cache_gone = false;
-
-struct DescriptorCacheOwner {
-  std::unique_ptr<DescriptorCache> cache = std::make_unique<DescriptorCache>();
-  ~DescriptorCacheOwner() {
-    t_descriptor_cache = nullptr;
-    t_descriptor_cache_gone = true;
-  }
-};
-
-DescriptorCache* descriptorCache() {
-  if (C10_LIKELY(t_descriptor_cache != nullptr)) return t_descriptor_cache;
-  if (t_descriptor_cache_gone) return nullptr;
-  // Touches opslib's per-thread state first, so that it outlives the owner at thread exit
-  // (thread-local objects are destroyed in the reverse order of their construction).
-  const int64_t one = 1;
-  aclDestroyTensor(aclCreateTensor(&one, 1, ACL_FLOAT, &one, 0, ACL_FORMAT_ND, &one, 1, nullptr));
-  thread_local DescriptorCacheOwner owner;
-  t_descriptor_cache = owner.cache.get();
-  return t_descriptor_cache;
+DescriptorCache& descriptorCache() {
+  thread_local DescriptorCache cache;
+  return cache;
 }
 
 }  // namespace
@@ -113,9 +98,8 @@ aclTensor* launchOperand(const at::Tensor& tensor) {
   const int64_t offset = tensor.storage_offset();
   const c10::StorageImpl& storage = *tensor.unsafeGetTensorImpl()->storage().unsafeGetStorageImpl();
   const size_t bytes = storage.nbytes();
-  DescriptorCache* cache = descriptorCache();
-  if (C10_UNLIKELY(cache == nullptr)) return describeTensor(tensor);
-  for (CachedDescriptor& e : cache->entries) {
+  DescriptorCache& cache = descriptorCache();
+  for (CachedDescriptor& e : cache.entries) {
     if (e.matches(type, sizes, strides, offset, bytes)) {
       aclSetRawTensorAddr(e.descriptor, tensor.storage().mutable_data());
       e.in_use = true;
@@ -127,8 +111,8 @@ aclTensor* launchOperand(const at::Tensor& tensor) {
   // Replace an entry not bound in this launch (round robin); if all are, the descriptor is not
   // cached and its release destroys it.
   for (size_t tries = 0; tries < DescriptorCache::kEntries; ++tries) {
-    CachedDescriptor& e = cache->entries[cache->next_victim];
-    cache->next_victim = (cache->next_victim + 1) % DescriptorCache::kEntries;
+    CachedDescriptor& e = cache.entries[cache.next_victim];
+    cache.next_victim = (cache.next_victim + 1) % DescriptorCache::kEntries;
     if (e.in_use) continue;
     if (e.descriptor != nullptr) aclDestroyTensor(e.descriptor);
     e.descriptor = descriptor;
@@ -146,12 +130,10 @@ aclTensor* launchOperand(const at::Tensor& tensor) {
 
 void releaseLaunchOperand(aclTensor* descriptor) {
   if (descriptor == nullptr) return;
-  if (DescriptorCache* cache = t_descriptor_cache) {
-    for (CachedDescriptor& e : cache->entries) {
-      if (e.descriptor == descriptor) {
-        e.in_use = false;
-        return;
-      }
+  for (CachedDescriptor& e : descriptorCache().entries) {
+    if (e.descriptor == descriptor) {
+      e.in_use = false;
+      return;
     }
   }
   aclDestroyTensor(descriptor);
