@@ -111,6 +111,12 @@ nrtError_t Stream::Synchronize() {
   for (;;) {
     const uint32_t seen = done_.load(std::memory_order_seq_cst);
     if (reached()) break;
+    // Ask to be woken at `target` (the lowest wins; a wake-up clears it and every sleeper asks
+    // again). Seq-cst on both sides: if the worker missed the request, this check sees its count.
+    uint64_t wanted = wake_at_.load(std::memory_order_seq_cst);
+    while (target < wanted && !wake_at_.compare_exchange_weak(wanted, target, std::memory_order_seq_cst)) {
+    }
+    if (reached()) break;
     done_.wait(seen, std::memory_order_seq_cst);
   }
   sync_waiters_.fetch_sub(1, std::memory_order_relaxed);
@@ -307,7 +313,9 @@ void Stream::Run() {
     ++index;
     retired_.store(index, std::memory_order_seq_cst);
     completed_.store(index, std::memory_order_seq_cst);
-    if (sync_waiters_.load(std::memory_order_seq_cst) > 0) {
+    if (sync_waiters_.load(std::memory_order_seq_cst) > 0 &&
+        index >= wake_at_.load(std::memory_order_seq_cst)) {
+      wake_at_.store(UINT64_MAX, std::memory_order_seq_cst);
       done_.fetch_add(1, std::memory_order_seq_cst);
       done_.notify_all();
     }

@@ -130,6 +130,9 @@ class Stream {
   std::atomic<uint64_t> completed_{0};
   std::atomic<uint32_t> done_{0};        // futex word synchronising callers sleep on
   std::atomic<uint32_t> sync_waiters_{0};
+  // The lowest task count a sleeping caller waits for: the worker wakes callers when it gets there,
+  // not after every task (a wake-up per task cost a futex call and a context switch each).
+  std::atomic<uint64_t> wake_at_{UINT64_MAX};
 
   std::atomic<bool> has_error_{false};  // checked without the lock by every sync
   std::mutex error_mu_;  // failures are rare: a plain lock
