@@ -10,6 +10,8 @@
 #include <memory>
 #include <set>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "csrc/core/NPUAllocatorConfig.h"
 
@@ -71,13 +73,65 @@ struct BlockComparator {
   }
 };
 
+using BlockSet = std::set<Block*, BlockComparator>;
+
 struct BlockPool {
   explicit BlockPool(bool small, bool shared = false) : is_small(small), is_shared(shared) {}
-  std::set<Block*, BlockComparator> blocks;    // free, mapped
-  std::set<Block*, BlockComparator> unmapped;  // free address space of expandable segments
+  BlockSet blocks;    // free, mapped
+  BlockSet unmapped;  // free address space of expandable segments
   const bool is_small;
   // Blocks of every size (the expandable range): a block's statistics go by its own size class.
   const bool is_shared;
+};
+
+// Recycles what splitting and merging free blocks would otherwise take from the heap on every small
+// allocation and free: the tree node (a node handle moved from an erase to the next insert) and
+// the Block objects. Used under the allocator's lock.
+class BlockRecycler {
+ public:
+  BlockRecycler() { spare_.reserve(kMaxSpare); }
+  ~BlockRecycler() {
+    for (void* p : spare_) ::operator delete(p, sizeof(Block));
+  }
+  BlockRecycler(const BlockRecycler&) = delete;
+  BlockRecycler& operator=(const BlockRecycler&) = delete;
+
+  void erase(BlockSet& set, BlockSet::const_iterator it) { keep(set.extract(it)); }
+  void erase(BlockSet& set, Block* block) {
+    auto it = set.find(block);
+    if (it != set.end()) keep(set.extract(it));
+  }
+  void insert(BlockSet& set, Block* block) {
+    if (node_.empty()) {
+      set.insert(block);
+      return;
+    }
+    node_.value() = block;
+    set.insert(std::move(node_));
+  }
+  template <typename... Args>
+  Block* newBlock(Args&&... args) {
+    if (spare_.empty()) return new Block(std::forward<Args>(args)...);
+    void* memory = spare_.back();
+    spare_.pop_back();
+    return new (memory) Block(std::forward<Args>(args)...);
+  }
+  void deleteBlock(Block* block) {
+    if (spare_.size() >= kMaxSpare) {
+      delete block;
+      return;
+    }
+    block->~Block();
+    spare_.push_back(block);
+  }
+
+ private:
+  static constexpr size_t kMaxSpare = 64;
+  void keep(BlockSet::node_type node) {
+    if (node_.empty()) node_ = std::move(node);
+  }
+  BlockSet::node_type node_;
+  std::vector<void*> spare_;
 };
 
 // Whether a block counts as a small-pool block in the statistics.

@@ -197,7 +197,7 @@ Block* DeviceCachingAllocator::findFreeBlock(const AllocatorSettings& settings, 
       block->size >= size + settings.max_non_split_rounding_size) {
     return nullptr;
   }
-  pool.blocks.erase(it);
+  recycler_.erase(pool.blocks, it);
   block->gc_count = 0;
   if (block->is_split()) {
     forEachStat(block, [&](StatType t) {
@@ -254,7 +254,7 @@ Block* DeviceCachingAllocator::splitAndActivate(Block* block, BlockPool& pool, s
                          : (size < settings.max_split_size && remaining > kSmallSize);
   if (split) {
     Block* rest = splitOff(block, size);
-    pool.blocks.insert(rest);
+    recycler_.insert(pool.blocks, rest);
     forEachStat(rest, [&](StatType t) {
       stats_.inactive_split[idx(t)].increase(1);
       stats_.inactive_split_bytes[idx(t)].increase(remaining);
@@ -278,8 +278,8 @@ Block* DeviceCachingAllocator::splitAndActivate(Block* block, BlockPool& pool, s
 // Splits `block` at `offset`: it keeps the first part, the returned block (linked after it, same
 // state) is the rest.
 Block* DeviceCachingAllocator::splitOff(Block* block, size_t offset) {
-  auto* rest = new Block(device_, block->stream, block->size - offset, block->pool,
-                         static_cast<char*>(block->ptr) + offset);
+  Block* rest = recycler_.newBlock(device_, block->stream, block->size - offset, block->pool,
+                                   static_cast<char*>(block->ptr) + offset);
   rest->mapped = block->mapped;
   rest->segment = block->segment;
   rest->prev = block;
@@ -311,15 +311,16 @@ void DeviceCachingAllocator::insertFree(Block* block) {
     if (!neighbour || neighbour->allocated || neighbour->pending_events > 0 || !neighbour->mapped) {
       continue;
     }
-    pool.blocks.erase(neighbour);
+    recycler_.erase(pool.blocks, neighbour);
     forEachStat(neighbour, [&](StatType t) {
       stats_.inactive_split[idx(t)].decrease(1);
       stats_.inactive_split_bytes[idx(t)].decrease(neighbour->size);
     });
     absorbNeighbour(block, neighbour);
+    recycler_.deleteBlock(neighbour);
   }
   block->gc_count = 0;
-  pool.blocks.insert(block);
+  recycler_.insert(pool.blocks, block);
   if (block->is_split()) {
     forEachStat(block, [&](StatType t) {
       stats_.inactive_split[idx(t)].increase(1);

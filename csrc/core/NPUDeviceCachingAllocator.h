@@ -37,7 +37,7 @@ struct Segment {
 };
 
 // Merges `neighbour` (block's prev or next in the same segment, free in the same way) into
-// `block` and deletes it; the caller has taken it out of its pool's set.
+// `block`; the caller has taken it out of its pool's set and deletes it.
 inline void absorbNeighbour(Block* block, Block* neighbour) {
   if (neighbour == block->prev) {
     block->ptr = neighbour->ptr;
@@ -49,7 +49,6 @@ inline void absorbNeighbour(Block* block, Block* neighbour) {
     if (block->next) block->next->prev = block;
   }
   block->size += neighbour->size;
-  delete neighbour;
 }
 
 class DeviceCachingAllocator {
@@ -131,6 +130,7 @@ class DeviceCachingAllocator {
   // small and the large blocks' peaks (which come at different points of a training step) share
   // pages. Its reserve and segments count in the large pool; its blocks by their size class.
   BlockPool expandable_{false, /*shared=*/true};
+  BlockRecycler recycler_;
   std::list<std::unique_ptr<Segment>> segments_;
   std::deque<std::pair<nrtEvent_t, Block*>> pending_;
   size_t limit_ = 0;  // 0: the device's capacity is the only limit

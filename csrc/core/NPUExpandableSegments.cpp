@@ -136,10 +136,11 @@ void DeviceCachingAllocator::insertUnmapped(Block* block) {
   BlockPool& pool = *block->pool;
   for (Block* neighbour : {block->prev, block->next}) {
     if (!neighbour || neighbour->mapped) continue;
-    pool.unmapped.erase(neighbour);
+    recycler_.erase(pool.unmapped, neighbour);
     absorbNeighbour(block, neighbour);
+    recycler_.deleteBlock(neighbour);
   }
-  pool.unmapped.insert(block);
+  recycler_.insert(pool.unmapped, block);
 }
 
 }  // namespace c10_npu::NPUCachingAllocator
