@@ -1,5 +1,6 @@
 // BinaryOps.cpp - Add, Sub, Mul, Div: validation in XxxGetWorkspaceSize, elementwise kernels, and
 // their registration.
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -9,6 +10,7 @@
 #include "Error.h"
 #include "OpChecks.h"
 #include "OpRegistry.h"
+#include "ValidatedPlan.h"
 
 namespace npu::opslib {
 namespace {
@@ -106,17 +108,32 @@ aclnnStatus BinaryGetWorkspaceSize(const char* op, BinaryKind kind, const aclTen
   if (aclnnStatus s = CheckNotNull(op, {named_self, named_other, named_out}, workspace_size, executor)) {
     return s;
   }
-  for (const NamedTensor& t : {named_self, named_other, named_out}) {
-    if (aclnnStatus s = CheckTensorType(op, t)) return s;
-  }
-  if (aclnnStatus s = CheckBinaryTypes(op, kind, *self, *other, alpha, *out)) return s;
-  if (aclnnStatus s = CheckBroadcast(op, named_self, *out)) return s;
-  if (aclnnStatus s = CheckBroadcast(op, named_other, *out)) return s;
-  int32_t device = -1;
-  if (aclnnStatus s = CheckMemory(op, {named_out, named_self, named_other}, &device)) return s;
-
+  const NamedTensor named[] = {named_out, named_self, named_other};
+  const aclTensor* operands[] = {out, self, other};
   const aclTensor* inputs[] = {self, other};
-  *executor = MakeBinaryExecutor(op, device, kind, out->dtype, alpha, MakeElementwisePlan(*out, inputs));
+  thread_local std::array<ValidatedPlan, 4> validated;  // one per BinaryKind
+  ValidatedPlan& last = validated[static_cast<size_t>(kind)];
+  int32_t device = -1;
+  ElementwisePlan plan;
+  if (last.Matches(operands, alpha)) {
+    if (aclnnStatus s = CheckPlacement(op, named, last.ranges(), &device)) return s;
+    plan = last.Rebind(operands);
+  } else {
+    for (const NamedTensor& t : {named_self, named_other, named_out}) {
+      if (aclnnStatus s = CheckTensorType(op, t)) return s;
+    }
+    if (aclnnStatus s = CheckBinaryTypes(op, kind, *self, *other, alpha, *out)) return s;
+    if (aclnnStatus s = CheckBroadcast(op, named_self, *out)) return s;
+    if (aclnnStatus s = CheckBroadcast(op, named_other, *out)) return s;
+    std::array<ViewRange, 3> ranges;
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      if (aclnnStatus s = CheckViewRange(op, named[k], &ranges[k])) return s;
+    }
+    if (aclnnStatus s = CheckPlacement(op, named, ranges, &device)) return s;
+    plan = MakeElementwisePlan(*out, inputs);
+    last.Remember(operands, alpha, ranges, plan);
+  }
+  *executor = MakeBinaryExecutor(op, device, kind, out->dtype, alpha, std::move(plan));
   if (OperandHooksActive()) RecordOperands(*executor, inputs, {&out, 1});
   *workspace_size = 0;
   out->written = true;

@@ -2,6 +2,7 @@
 #include "Descriptors.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -167,6 +168,8 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
     tensor->dtype = dataType;
     tensor->format = format;
     tensor->data = tensorData;
+    static std::atomic<uint64_t> next_id{1};
+    tensor->id = next_id.fetch_add(1, std::memory_order_relaxed);
     if (!npu::formats::IsBaseFormat(format) && !npu::formats::IsPrivateFormat(format)) {
       Fail(ACLNN_ERR_PARAM_INVALID, StrCat("aclCreateTensor: unknown format ", static_cast<int>(format)));
       return nullptr;

@@ -36,6 +36,9 @@ struct aclTensor : npu::opslib::Pooled {
   aclDataType dtype = ACL_DT_UNDEFINED;
   aclFormat format = ACL_FORMAT_ND;
   void* data = nullptr;  // the storage base
+  // Unique per created descriptor (never 0). Everything but `data` is fixed at creation, so two
+  // calls seeing the same id see the same geometry (ValidatedPlan.h).
+  uint64_t id = 0;
   // Set by the op that binds this descriptor as one it writes (aclIsOutputTensor).
   mutable bool written = false;
 

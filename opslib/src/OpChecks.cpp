@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <utility>
+#include <vector>
 
 #include "DataTypes.h"
 #include "Error.h"
@@ -88,11 +89,33 @@ aclnnStatus CheckBroadcast(const char* op, const NamedTensor& input, const aclTe
   return ACLNN_SUCCESS;
 }
 
-aclnnStatus CheckMemory(const char* op, std::initializer_list<NamedTensor> tensors, int32_t* device) {
-  return CheckMemory(op, std::span<const NamedTensor>(tensors.begin(), tensors.size()), device);
+aclnnStatus CheckViewRange(const char* op, const NamedTensor& t, ViewRange* range) {
+  const aclTensor& tensor = *t.tensor;
+  range->empty = tensor.numel() == 0;  // touches no memory
+  if (range->empty) return ACLNN_SUCCESS;
+  if (!ViewExtent(tensor, &range->lowest, &range->highest) || range->lowest < 0) {
+    return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " view (", ViewString(tensor),
+                    ") reaches before the start of its storage");
+  }
+  if (!tensor.storage_dims().empty() && IsPlainFormat(tensor.format)) {
+    int64_t storage_elements = 1;
+    for (int64_t dim : tensor.storage_dims()) {
+      if (dim < 0 || __builtin_mul_overflow(storage_elements, dim, &storage_elements)) {
+        storage_elements = -1;  // nonsense: reported below like any view beyond its storage
+        break;
+      }
+    }
+    if (range->highest >= storage_elements) {
+      return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " view (", ViewString(tensor),
+                      ") reaches element ", range->highest, " but its storage ",
+                      ShapeString(tensor.storage_dims()), " holds ", storage_elements, " elements");
+    }
+  }
+  return ACLNN_SUCCESS;
 }
 
-aclnnStatus CheckMemory(const char* op, std::span<const NamedTensor> tensors, int32_t* device) {
+aclnnStatus CheckPlacement(const char* op, std::span<const NamedTensor> tensors,
+                           std::span<const ViewRange> ranges, int32_t* device) {
   *device = -1;
   const char* device_owner = nullptr;
   // Device allocations already found: the operands of an op usually lie in one or two of them
@@ -104,45 +127,26 @@ aclnnStatus CheckMemory(const char* op, std::span<const NamedTensor> tensors, in
   };
   std::array<Found, 4> found{};
   size_t found_count = 0;
-  for (const NamedTensor& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const NamedTensor& t = tensors[i];
     const aclTensor& tensor = *t.tensor;
-    if (tensor.numel() == 0) continue;  // touches no memory
+    const ViewRange& range = ranges[i];
+    if (range.empty) continue;
     if (tensor.data == nullptr) {
       return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR, op, ": ", t.name, " has ", tensor.numel(),
                       " elements but its data is NULL");
     }
-    int64_t lowest = 0;
-    int64_t highest = 0;
-    if (!ViewExtent(tensor, &lowest, &highest) || lowest < 0) {
-      return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " view (", ViewString(tensor),
-                      ") reaches before the start of its storage");
-    }
-    if (!tensor.storage_dims().empty() && IsPlainFormat(tensor.format)) {
-      int64_t storage_elements = 1;
-      for (int64_t dim : tensor.storage_dims()) {
-        if (dim < 0 || __builtin_mul_overflow(storage_elements, dim, &storage_elements)) {
-          storage_elements = -1;  // nonsense: reported below like any view beyond its storage
-          break;
-        }
-      }
-      if (highest >= storage_elements) {
-        return NOP_FAIL(ACLNN_ERR_PARAM_INVALID, op, ": ", t.name, " view (", ViewString(tensor),
-                        ") reaches element ", highest, " but its storage ",
-                        ShapeString(tensor.storage_dims()), " holds ", storage_elements,
-                        " elements");
-      }
-    }
     // Both ends of the touched range must lie in one device allocation.
     const int64_t itemsize = ElementSize(tensor.dtype);
     const char* data = static_cast<const char*>(tensor.data);
-    const char* first = data + lowest * itemsize;
-    const char* last = data + highest * itemsize + itemsize - 1;
+    const char* first = data + range.lowest * itemsize;
+    const char* last = data + range.highest * itemsize + itemsize - 1;
     const auto holds = [&](const Found& f) {
       return static_cast<size_t>(first - f.base) < f.size && static_cast<size_t>(last - f.base) < f.size;
     };
     const Found* owner = nullptr;
-    for (size_t i = 0; i < found_count && owner == nullptr; ++i) {
-      if (holds(found[i])) owner = &found[i];
+    for (size_t k = 0; k < found_count && owner == nullptr; ++k) {
+      if (holds(found[k])) owner = &found[k];
     }
     if (owner == nullptr) {
       Found f{};
@@ -166,6 +170,25 @@ aclnnStatus CheckMemory(const char* op, std::span<const NamedTensor> tensors, in
     }
   }
   return ACLNN_SUCCESS;
+}
+
+aclnnStatus CheckMemory(const char* op, std::initializer_list<NamedTensor> tensors, int32_t* device) {
+  return CheckMemory(op, std::span<const NamedTensor>(tensors.begin(), tensors.size()), device);
+}
+
+aclnnStatus CheckMemory(const char* op, std::span<const NamedTensor> tensors, int32_t* device) {
+  // Most ops have a few operands; foreach ops may have many.
+  std::array<ViewRange, 8> inline_ranges;
+  std::vector<ViewRange> heap_ranges;
+  std::span<ViewRange> ranges(inline_ranges.data(), std::min(tensors.size(), inline_ranges.size()));
+  if (tensors.size() > inline_ranges.size()) {
+    heap_ranges.resize(tensors.size());
+    ranges = heap_ranges;
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (aclnnStatus s = CheckViewRange(op, tensors[i], &ranges[i])) return s;
+  }
+  return CheckPlacement(op, tensors, ranges, device);
 }
 
 }  // namespace npu::opslib

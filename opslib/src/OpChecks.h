@@ -27,7 +27,22 @@ aclnnStatus CheckTensorType(const char* op, const NamedTensor& tensor);
 // NumPy broadcasting of `input` to out's shape (input dims align with out's trailing dims).
 aclnnStatus CheckBroadcast(const char* op, const NamedTensor& input, const aclTensor& out);
 
-// The memory of every non-empty view: data present, the view inside its storage (when the storage
+// The element range a view touches, relative to its storage base: geometry only, so an op may keep
+// it for a descriptor it sees again (ValidatedPlan.h).
+struct ViewRange {
+  bool empty = true;  // no elements: touches no memory
+  int64_t lowest = 0;
+  int64_t highest = 0;
+};
+
+// The geometry half of CheckMemory: the view's range, inside its storage when that shape is known.
+aclnnStatus CheckViewRange(const char* op, const NamedTensor& tensor, ViewRange* range);
+// The address half: data present, every touched byte range in live device memory, all on one
+// device, which is returned (-1 if every tensor is empty).
+aclnnStatus CheckPlacement(const char* op, std::span<const NamedTensor> tensors,
+                           std::span<const ViewRange> ranges, int32_t* device);
+
+// Both halves. The memory of every non-empty view: data present, the view inside its storage (when the storage
 // shape is known), every touched byte range in live device memory, all on one device, which is
 // returned (-1 if every tensor is empty).
 aclnnStatus CheckMemory(const char* op, std::initializer_list<NamedTensor> tensors, int32_t* device);

@@ -1,5 +1,6 @@
 // UnaryOps.cpp - Relu, Neg, Abs, Exp, Sqrt, Sigmoid, Tanh and Cast: validation, elementwise kernels
 // and registration.
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -8,6 +9,7 @@
 #include "Error.h"
 #include "OpChecks.h"
 #include "OpRegistry.h"
+#include "ValidatedPlan.h"
 #include "VectorMath.h"
 
 namespace npu::opslib {
@@ -171,15 +173,30 @@ aclnnStatus UnaryGetWorkspaceSize(const char* op, UnaryKind kind, const aclTenso
   const NamedTensor named_self{"self", self};
   const NamedTensor named_out{"out", out};
   if (aclnnStatus s = CheckNotNull(op, {named_self, named_out}, workspace_size, executor)) return s;
-  if (aclnnStatus s = CheckTensorType(op, named_self)) return s;
-  if (aclnnStatus s = CheckTensorType(op, named_out)) return s;
-  if (aclnnStatus s = CheckUnaryTypes(op, kind, *self, *out)) return s;
-  if (aclnnStatus s = CheckBroadcast(op, named_self, *out)) return s;
-  int32_t device = -1;
-  if (aclnnStatus s = CheckMemory(op, {named_out, named_self}, &device)) return s;
-
+  const NamedTensor named[] = {named_out, named_self};
+  const aclTensor* operands[] = {out, self};
   const aclTensor* inputs[] = {self};
-  *executor = MakeUnaryExecutor(op, device, kind, out->dtype, MakeElementwisePlan(*out, inputs));
+  thread_local std::array<ValidatedPlan, static_cast<size_t>(UnaryKind::kCast) + 1> validated;
+  ValidatedPlan& last = validated[static_cast<size_t>(kind)];
+  int32_t device = -1;
+  ElementwisePlan plan;
+  if (last.Matches(operands, nullptr)) {
+    if (aclnnStatus s = CheckPlacement(op, named, last.ranges(), &device)) return s;
+    plan = last.Rebind(operands);
+  } else {
+    if (aclnnStatus s = CheckTensorType(op, named_self)) return s;
+    if (aclnnStatus s = CheckTensorType(op, named_out)) return s;
+    if (aclnnStatus s = CheckUnaryTypes(op, kind, *self, *out)) return s;
+    if (aclnnStatus s = CheckBroadcast(op, named_self, *out)) return s;
+    std::array<ViewRange, 2> ranges;
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      if (aclnnStatus s = CheckViewRange(op, named[k], &ranges[k])) return s;
+    }
+    if (aclnnStatus s = CheckPlacement(op, named, ranges, &device)) return s;
+    plan = MakeElementwisePlan(*out, inputs);
+    last.Remember(operands, nullptr, ranges, plan);
+  }
+  *executor = MakeUnaryExecutor(op, device, kind, out->dtype, std::move(plan));
   if (OperandHooksActive()) RecordOperands(*executor, inputs, {&out, 1});
   *workspace_size = 0;
   out->written = true;

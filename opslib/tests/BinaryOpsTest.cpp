@@ -2,6 +2,7 @@
 // (0-d included), strided and transposed views, in-place aliasing, empty tensors, mixed input
 // dtypes, alpha, integer wrap-around, and large multithreaded kernels.
 #include <limits>
+#include <string>
 
 #include "OpsTestUtil.h"
 
@@ -418,6 +419,60 @@ TEST_F(BinaryOpsTest, DescriptorsMayBeDestroyedBeforeTheLaunch) {
   NOP_ASSERT_OK(aclnnAdd(nullptr, ws, executor, nullptr));
   NRT_ASSERT_OK(nrtStreamSynchronize(nullptr));
   EXPECT_EQ(out.Read(), (std::vector<double>{3, 6, 9, 12, 15, 18, 21, 24}));
+}
+
+// Adapters keep one descriptor per operand geometry and rebind its address for every call; a repeat
+// call skips the geometry checks but must compute at the new addresses and still check them.
+TEST_F(BinaryOpsTest, ReusedDescriptorsRunAtTheirNewAddressesAndAreStillChecked) {
+  DeviceTensor a(ACL_FLOAT, {4}, {1, 2, 3, 4});
+  DeviceTensor b(ACL_FLOAT, {4}, {10, 20, 30, 40});
+  DeviceTensor c(ACL_FLOAT, {4}, {100, 200, 300, 400});
+  DeviceTensor out1(ACL_FLOAT, {4});
+  DeviceTensor out2(ACL_FLOAT, {4});
+  aclTensor* self = a.Alias();
+  aclTensor* other = b.Alias();
+  aclTensor* out = out1.Alias();
+  auto add = [&] {
+    return RunOp([&](uint64_t* ws, aclOpExecutor** ex) {
+      return aclnnAddGetWorkspaceSize(self, other, nullptr, out, ws, ex);
+    });
+  };
+  NOP_ASSERT_OK(add());
+  EXPECT_EQ(out1.Read(), (std::vector<double>{11, 22, 33, 44}));
+  NOP_ASSERT_OK(aclSetRawTensorAddr(other, c.data()));
+  NOP_ASSERT_OK(aclSetRawTensorAddr(out, out2.data()));
+  NOP_ASSERT_OK(add());
+  EXPECT_EQ(out2.Read(), (std::vector<double>{101, 202, 303, 404}));
+  EXPECT_EQ(out1.Read(), (std::vector<double>{11, 22, 33, 44}));
+
+  // A rebound address outside device memory, or too close to the end of an allocation for the view.
+  std::vector<float> host(4);
+  NOP_ASSERT_OK(aclSetRawTensorAddr(other, host.data()));
+  EXPECT_EQ(add(), ACLNN_ERR_PARAM_INVALID);
+  EXPECT_NE(std::string(aclnnGetRecentErrMsg()).find("other"), std::string::npos) << aclnnGetRecentErrMsg();
+  NOP_ASSERT_OK(aclSetRawTensorAddr(other, static_cast<float*>(c.data()) + 2));
+  EXPECT_EQ(add(), ACLNN_ERR_PARAM_INVALID);
+  NOP_ASSERT_OK(aclSetRawTensorAddr(other, nullptr));
+  EXPECT_EQ(add(), ACLNN_ERR_PARAM_NULLPTR);
+
+  // Another scalar is another validation: an integer out rejects a fractional alpha.
+  DeviceTensor ia(ACL_INT32, {4}, {1, 2, 3, 4});
+  aclTensor* iself = ia.Alias();
+  double one = 1.0, half = 0.5;
+  aclScalar* alpha_one = aclCreateScalar(&one, ACL_DOUBLE);
+  aclScalar* alpha_half = aclCreateScalar(&half, ACL_DOUBLE);
+  auto iadd = [&](aclScalar* alpha) {
+    return RunOp([&](uint64_t* ws, aclOpExecutor** ex) {
+      return aclnnAddGetWorkspaceSize(iself, iself, alpha, iself, ws, ex);
+    });
+  };
+  NOP_ASSERT_OK(iadd(alpha_one));
+  EXPECT_EQ(ia.Read(), (std::vector<double>{2, 4, 6, 8}));
+  EXPECT_EQ(iadd(alpha_half), ACLNN_ERR_PARAM_INVALID);
+  EXPECT_EQ(ia.Read(), (std::vector<double>{2, 4, 6, 8}));
+  for (aclTensor* t : {self, other, out, iself}) aclDestroyTensor(t);
+  aclDestroyScalar(alpha_one);
+  aclDestroyScalar(alpha_half);
 }
 
 TEST_F(BinaryOpsTest, LargeKernelsSplitAcrossThreadsMatchTheReference) {
