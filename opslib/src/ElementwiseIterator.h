@@ -55,21 +55,24 @@ class PlanDims {
   int64_t* Base() { return dims_ <= kInlineDims ? inline_.data() : heap_.data(); }
   const int64_t* Base() const { return dims_ <= kInlineDims ? inline_.data() : heap_.data(); }
 
+  // The count and the heap vector (whose destructor the worker runs) before the inline array, so
+  // that a 1-dim plan's worker reads one stretch of memory.
   int dims_ = 0;
-  std::array<int64_t, kInlineDims * (kMaxOperands + 1)> inline_{};
   std::vector<int64_t> heap_;
+  std::array<int64_t, kInlineDims * (kMaxOperands + 1)> inline_{};
 };
 
 // Operand 0 is out, then the inputs in order. Strides are in elements of each operand's own type,
 // with 0 along broadcast dims. Holds no descriptor: kernels capture it by value.
+// What a kernel reads comes first, so that a small op's worker touches few of its cache lines.
 struct ElementwisePlan {
   int num_operands = 0;
+  bool contiguous = false;  // a single dim with unit strides for every operand
+  bool same_dtype = false;  // every input has out's dtype
+  int64_t numel = 0;
   std::array<char*, kMaxOperands> data{};  // element 0 of each view (storage base + offset)
   std::array<aclDataType, kMaxOperands> dtypes{};
   PlanDims dims;  // outermost first; one dim at least unless numel == 0
-  int64_t numel = 0;
-  bool contiguous = false;  // a single dim with unit strides for every operand
-  bool same_dtype = false;  // every input has out's dtype
 };
 
 // The plan for out = f(inputs...); the inputs must already be known to broadcast to out. Dims are

@@ -23,11 +23,11 @@ inline void CpuRelax() {
 }
 
 // A callable of at most kInlineBytes, stored in place. Returns non-zero (or throws) on failure.
-// Cache-line aligned: the producer fills one slot while the worker runs the one before it, and
-// slots sharing a line would bounce it between the two cores on every task.
+// One cache line, aligned: the producer fills one slot while the worker runs the one before it, and
+// slots sharing a line, or spanning two, would move more lines between the two cores per task.
 class alignas(64) Task {
  public:
-  static constexpr size_t kInlineBytes = 40;
+  static constexpr size_t kInlineBytes = 32;
 
   Task() = default;
   Task(const Task&) = delete;
@@ -41,31 +41,37 @@ class alignas(64) Task {
                   "task callables are stored inline; capture less or a pointer");
     Reset();
     new (storage_) Fn(std::forward<F>(f));
-    run_ = [](void* p) { return static_cast<int>((*static_cast<Fn*>(p))()); };
-    if constexpr (std::is_trivially_destructible_v<Fn>) {
-      destroy_ = nullptr;
-    } else {
-      destroy_ = [](void* p) { static_cast<Fn*>(p)->~Fn(); };
-    }
+    ops_ = &kOps<Fn>;
   }
-  int Run() { return run_(storage_); }
+  int Run() { return ops_->run(storage_); }
   // Releases the callable's captures (before the stream reports the task complete).
   void Reset() {
-    if (destroy_) destroy_(storage_);
-    destroy_ = nullptr;
-    run_ = nullptr;
+    if (ops_ != nullptr && ops_->destroy != nullptr) ops_->destroy(storage_);
+    ops_ = nullptr;
   }
-  // Run after the stream counts it complete (event markers: a done event implies an idle stream).
-  bool after_count = false;
+
+ private:
+  // How to run and destroy the stored callable: one pointer per task instead of two.
+  struct Ops {
+    int (*run)(void*);
+    void (*destroy)(void*);
+  };
+  template <typename Fn>
+  static constexpr Ops kOps{
+      [](void* p) { return static_cast<int>((*static_cast<Fn*>(p))()); },
+      std::is_trivially_destructible_v<Fn> ? nullptr : +[](void* p) { static_cast<Fn*>(p)->~Fn(); }};
+
+  alignas(std::max_align_t) unsigned char storage_[kInlineBytes];
+  const Ops* ops_ = nullptr;
+
+ public:
   // The op and its launch site (nrtLaunchHostFuncNamed), for the watchdog and injected faults.
   const char* name = nullptr;
   const char* site = nullptr;
-
- private:
-  int (*run_)(void*) = nullptr;
-  void (*destroy_)(void*) = nullptr;
-  alignas(std::max_align_t) unsigned char storage_[kInlineBytes];
+  // Run after the stream counts it complete (event markers: a done event implies an idle stream).
+  bool after_count = false;
 };
+static_assert(sizeof(Task) == 64, "a task is one cache line");
 
 // FIFO of Tasks. Append() from any thread; Front()/Pop() from the one consumer. Published() and
 // Consumed() count tasks since creation and are readable from anywhere.
