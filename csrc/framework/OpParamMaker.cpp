@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstdint>
 
 #include "csrc/framework/FormatStaging.h"
 #include "opslib/aten/AclDataType.h"
@@ -61,11 +63,23 @@ struct CachedDescriptor {
   }
 };
 
-// A few descriptors per thread: a small-op loop uses one geometry for all of its operands.
+// A recently used scalar descriptor (scalar descriptors never change once created).
+struct CachedScalar {
+  aclScalar* descriptor = nullptr;
+  bool in_use = false;
+  aclDataType dtype = ACL_DT_UNDEFINED;
+  uint64_t bits = 0;
+};
+
+// A few descriptors per thread: a small-op loop uses one geometry for all of its operands, and
+// one or two scalars (add's alpha of 1).
 struct DescriptorCache {
   static constexpr size_t kEntries = 8;
   std::array<CachedDescriptor, kEntries> entries;
   size_t next_victim = 0;
+  static constexpr size_t kScalars = 4;
+  std::array<CachedScalar, kScalars> scalars;
+  size_t next_scalar_victim = 0;
 
   DescriptorCache() {
     // Touches opslib's per-thread state first, so that it outlives this cache at thread exit
@@ -76,6 +90,9 @@ struct DescriptorCache {
   ~DescriptorCache() {
     for (CachedDescriptor& e : entries) {
       if (e.descriptor != nullptr) aclDestroyTensor(e.descriptor);
+    }
+    for (CachedScalar& e : scalars) {
+      if (e.descriptor != nullptr) aclDestroyScalar(e.descriptor);
     }
   }
 };
@@ -141,6 +158,51 @@ void releaseLaunchOperand(aclTensor* descriptor) {
 
 aclTensor* ConvertType(const std::optional<at::Tensor>& tensor) {
   return tensor.has_value() ? ConvertType(*tensor) : nullptr;
+}
+
+aclScalar* launchOperand(const at::Scalar& scalar) {
+  aclDataType dtype = ACL_DOUBLE;
+  uint64_t bits = 0;
+  if (scalar.isBoolean()) {
+    dtype = ACL_BOOL;
+    bits = scalar.toBool() ? 1 : 0;
+  } else if (scalar.isIntegral(/*includeBool=*/false)) {
+    dtype = ACL_INT64;
+    bits = static_cast<uint64_t>(scalar.toLong());
+  } else if (scalar.isFloatingPoint()) {
+    bits = std::bit_cast<uint64_t>(scalar.toDouble());
+  } else {
+    return ConvertType(scalar);  // complex and symbolic scalars: its error or its descriptor
+  }
+  DescriptorCache& cache = descriptorCache();
+  for (CachedScalar& e : cache.scalars) {
+    if (e.descriptor != nullptr && !e.in_use && e.dtype == dtype && e.bits == bits) {
+      e.in_use = true;
+      return e.descriptor;
+    }
+  }
+  aclScalar* descriptor = ConvertType(scalar);
+  if (descriptor == nullptr) return nullptr;
+  for (size_t tries = 0; tries < DescriptorCache::kScalars; ++tries) {
+    CachedScalar& e = cache.scalars[cache.next_scalar_victim];
+    cache.next_scalar_victim = (cache.next_scalar_victim + 1) % DescriptorCache::kScalars;
+    if (e.in_use) continue;
+    if (e.descriptor != nullptr) aclDestroyScalar(e.descriptor);
+    e = CachedScalar{descriptor, true, dtype, bits};
+    break;
+  }
+  return descriptor;
+}
+
+void releaseLaunchOperand(aclScalar* descriptor) {
+  if (descriptor == nullptr) return;
+  for (CachedScalar& e : descriptorCache().scalars) {
+    if (e.descriptor == descriptor) {
+      e.in_use = false;
+      return;
+    }
+  }
+  aclDestroyScalar(descriptor);
 }
 
 aclScalar* ConvertType(const at::Scalar& scalar) {

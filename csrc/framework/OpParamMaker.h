@@ -47,12 +47,15 @@ void Release(T) {}
 // geometries (sizes, strides, offset, dtype, storage extent), rebound to the tensor's memory:
 // repeated small ops skip creating and destroying it. Everything else is converted as above.
 aclTensor* launchOperand(const at::Tensor& tensor);
+// Scalars the same way: a cache of recent values (dtype and bits).
+aclScalar* launchOperand(const at::Scalar& scalar);
 template <typename T>
 auto launchOperand(const T& value) {
   return ConvertType(value);
 }
 // Returns a cached descriptor to the cache (destroys any other), and releases everything else.
 void releaseLaunchOperand(aclTensor* descriptor);
+void releaseLaunchOperand(aclScalar* descriptor);
 template <typename T>
 void releaseLaunchOperand(T value) {
   Release(value);
