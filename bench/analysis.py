@@ -7,18 +7,18 @@ what profiling shows (see the closing section of docs/benchmarks.md).
 # Keyed by row key; a key without an exact entry falls back to its section's entry.
 _SMALL_OPS = (
     'the launch path takes a direct route for same-layout elementwise calls (no TensorIterator), looks '
-    'the device op up once per call site, passes Python numbers as scalar descriptors, reuses the '
-    "descriptors of a repeated operand geometry (only the address is rebound), pools executors, reads "
-    'the Python frames without the GIL and hands tasks to a lock-free per-stream queue. Counted with '
-    "callgrind (table above, independent of load) an npu `a + b` costs 1.24-1.27x the instructions of "
-    "CPU eager's, `a * b` 1.21-1.24x and relu 1.16-1.19x; what remains is the device op's checks and plan "
-    '(aclnnAddGetWorkspaceSize, about 1,700-1,900 instructions, plus the alpha scalar descriptor that '
-    "mul does not have), the output allocation (caching allocator and tensor object, about 1,900) and "
-    'the launch site. The '
-    'timed ratio is a little above the instruction ratio because the stream worker, which spins briefly '
-    "between tasks, shares the 2 cores with the caller. Fix: skip the device op's checks for a plan "
-    "already validated (a per-call-site plan cache in opslib) and a lighter allocator path for blocks "
-    'that fit the last freed one.')
+    'the device op up once per call site, reuses tensor and scalar descriptors per operand geometry '
+    "and value (only the address is rebound), skips the device op's geometry checks and planning for "
+    'descriptors it validated before (only the new addresses are checked), recycles the caching '
+    "allocator's tree nodes and blocks, pools executors, reads the Python frames without the GIL and "
+    'hands tasks to a lock-free per-stream queue in one-cache-line slots. Counted with callgrind (table '
+    "above, independent of load) an npu `a + b` costs about 1.2x the instructions of CPU eager's. The "
+    'timed ratio is above the instruction ratio: every op crosses to the stream worker on the other '
+    'core (the task slot, the queue counter and the executor move between the two caches), and how '
+    "much that costs depends on where the virtual machine's two cores sit; runs of the same build "
+    'differ by up to 0.1 in this ratio. Fix: fewer cache lines per op (a smaller executor for '
+    'contiguous same-dtype ops) and the remaining per-op runtime calls (the stream-device check '
+    'before each launch).')
 
 _NORM = (
     "layer_norm runs as the named device op aclnnLayerNorm (one queued task), but PyTorch's CPU layer "
@@ -41,9 +41,10 @@ _PAGEABLE = (
     'quiet one.')
 
 _COPY_NOISE = (
-    "copies are runtime memcpys on the stream's worker thread, so at large sizes they run at memcpy speed; "
-    "at 1 MB each copy also pays its launch (a queue hand-off), which the 200-copy batch amortises only "
-    "partly. A small miss here is also within this run's noise (see min–max).")
+    "copies are runtime memcpys on the stream's worker thread and run at memcpy speed once queued; a "
+    "synchronising caller is woken when the copies it waits for are done (it used to be woken after "
+    "each one, which cost the worker a futex call per 1 MB copy). A small miss here is within this "
+    "run's noise (see min–max).")
 
 _TRANSFORMER = (
     "the transformer's host costs that CPU eager does not pay were the scalar fill_ launches and the "
