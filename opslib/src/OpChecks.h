@@ -42,9 +42,9 @@ aclnnStatus CheckViewRange(const char* op, const NamedTensor& tensor, ViewRange*
 aclnnStatus CheckPlacement(const char* op, std::span<const NamedTensor> tensors,
                            std::span<const ViewRange> ranges, int32_t* device);
 
-// Both halves. The memory of every non-empty view: data present, the view inside its storage (when the storage
-// shape is known), every touched byte range in live device memory, all on one device, which is
-// returned (-1 if every tensor is empty).
+// Both halves: the memory of every non-empty view, its data present, the view inside its storage
+// (when the storage shape is known), every touched byte range in live device memory, all on one
+// device, which is returned (-1 if every tensor is empty).
 aclnnStatus CheckMemory(const char* op, std::initializer_list<NamedTensor> tensors, int32_t* device);
 aclnnStatus CheckMemory(const char* op, std::span<const NamedTensor> tensors, int32_t* device);
 

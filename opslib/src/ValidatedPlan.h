@@ -28,7 +28,8 @@ class ValidatedPlan {
       if (operands[k]->id != ids_[k]) return false;
     }
     if (scalar == nullptr) return scalar_dtype_ == ACL_DT_UNDEFINED;
-    return scalar->dtype == scalar_dtype_ && std::memcmp(&scalar->value, &scalar_bits_, sizeof(scalar_bits_)) == 0;
+    return scalar->dtype == scalar_dtype_ &&
+           std::memcmp(&scalar->value, &scalar_bits_, sizeof(scalar_bits_)) == 0;
   }
 
   // After every check passed: keeps the geometry's view ranges and plan.

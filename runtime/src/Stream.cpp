@@ -114,7 +114,8 @@ nrtError_t Stream::Synchronize() {
     // Ask to be woken at `target` (the lowest wins; a wake-up clears it and every sleeper asks
     // again). Seq-cst on both sides: if the worker missed the request, this check sees its count.
     uint64_t wanted = wake_at_.load(std::memory_order_seq_cst);
-    while (target < wanted && !wake_at_.compare_exchange_weak(wanted, target, std::memory_order_seq_cst)) {
+    while (target < wanted &&
+           !wake_at_.compare_exchange_weak(wanted, target, std::memory_order_seq_cst)) {
     }
     if (reached()) break;
     done_.wait(seen, std::memory_order_seq_cst);
