@@ -4,6 +4,7 @@ import atexit
 import os
 import re
 import sys
+import time
 import warnings
 
 import torch
@@ -100,7 +101,62 @@ def _drain_at_exit() -> None:
             print(f"torch_npu: queued work on npu:{index} failed before exit: {e}", file=sys.stderr)
 
 
+def _autograd_device_threads() -> list:
+    """/proc paths of the autograd engine's device threads (named pt_autograd_<index>)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return []
+    found = []
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                if f.read().startswith("pt_autograd_"):
+                    found.append(f"/proc/self/task/{task}/stat")
+        except OSError:
+            continue
+    return found
+
+
+def _all_waiting(stat_paths) -> bool:
+    for path in stat_paths:
+        try:
+            with open(path) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "S":
+                    return False
+        except OSError:
+            continue  # the thread is gone
+    return True
+
+
+def _settle_autograd_at_exit() -> None:
+    """The autograd engine runs npu backward passes on a thread per device, which drops its last
+    reference to a finished graph task just after the caller's backward() returns. That reference
+    can hold Python objects (the thread-local state the task captured), and releasing them once the
+    interpreter has begun finalizing aborts the process. So before exit: one tiny backward through
+    each used device's thread (it runs after the thread has finished with earlier tasks), then a
+    wait, with the GIL released, until every device thread sleeps in its queue again."""
+    threads = _autograd_device_threads()
+    if not threads:
+        return
+    for index in range(device_count()):
+        try:
+            if torch.npu.memory_stats(index).get("allocation.all.allocated", 0) == 0:
+                continue  # never used: its thread ran nothing
+            x = torch.zeros((), device=f"npu:{index}", requires_grad=True)
+            (x * 1).backward()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        time.sleep(0.001)  # releases the GIL a releasing thread may be waiting for
+        if _all_waiting(threads):
+            return
+
+
 atexit.register(_drain_at_exit)
+# atexit runs the last registered first: the backward passes queue work that the drain then waits for.
+atexit.register(_settle_autograd_at_exit)
 
 
 def get_device_status(dev=None) -> str:
