@@ -115,24 +115,15 @@ aclnnStatus BinaryGetWorkspaceSize(const char* op, BinaryKind kind, const aclTen
   ValidatedPlan& last = validated[static_cast<size_t>(kind)];
   int32_t device = -1;
   ElementwisePlan plan;
-  if (last.Matches(operands, alpha)) {
-    if (aclnnStatus s = CheckPlacement(op, named, last.ranges(), &device)) return s;
-    plan = last.Rebind(operands);
-  } else {
+  const auto geometry_checks = [&]() -> aclnnStatus {
     for (const NamedTensor& t : {named_self, named_other, named_out}) {
       if (aclnnStatus s = CheckTensorType(op, t)) return s;
     }
     if (aclnnStatus s = CheckBinaryTypes(op, kind, *self, *other, alpha, *out)) return s;
     if (aclnnStatus s = CheckBroadcast(op, named_self, *out)) return s;
-    if (aclnnStatus s = CheckBroadcast(op, named_other, *out)) return s;
-    std::array<ViewRange, 3> ranges;
-    for (size_t k = 0; k < ranges.size(); ++k) {
-      if (aclnnStatus s = CheckViewRange(op, named[k], &ranges[k])) return s;
-    }
-    if (aclnnStatus s = CheckPlacement(op, named, ranges, &device)) return s;
-    plan = MakeElementwisePlan(*out, inputs);
-    last.Remember(operands, alpha, ranges, plan);
-  }
+    return CheckBroadcast(op, named_other, *out);
+  };
+  if (aclnnStatus s = last.Prepare(op, named, operands, alpha, geometry_checks, &device, &plan)) return s;
   *executor = MakeBinaryExecutor(op, device, kind, out->dtype, alpha, std::move(plan));
   if (OperandHooksActive()) RecordOperands(*executor, inputs, {&out, 1});
   *workspace_size = 0;

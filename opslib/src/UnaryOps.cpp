@@ -180,22 +180,13 @@ aclnnStatus UnaryGetWorkspaceSize(const char* op, UnaryKind kind, const aclTenso
   ValidatedPlan& last = validated[static_cast<size_t>(kind)];
   int32_t device = -1;
   ElementwisePlan plan;
-  if (last.Matches(operands, nullptr)) {
-    if (aclnnStatus s = CheckPlacement(op, named, last.ranges(), &device)) return s;
-    plan = last.Rebind(operands);
-  } else {
+  const auto geometry_checks = [&]() -> aclnnStatus {
     if (aclnnStatus s = CheckTensorType(op, named_self)) return s;
     if (aclnnStatus s = CheckTensorType(op, named_out)) return s;
     if (aclnnStatus s = CheckUnaryTypes(op, kind, *self, *out)) return s;
-    if (aclnnStatus s = CheckBroadcast(op, named_self, *out)) return s;
-    std::array<ViewRange, 2> ranges;
-    for (size_t k = 0; k < ranges.size(); ++k) {
-      if (aclnnStatus s = CheckViewRange(op, named[k], &ranges[k])) return s;
-    }
-    if (aclnnStatus s = CheckPlacement(op, named, ranges, &device)) return s;
-    plan = MakeElementwisePlan(*out, inputs);
-    last.Remember(operands, nullptr, ranges, plan);
-  }
+    return CheckBroadcast(op, named_self, *out);
+  };
+  if (aclnnStatus s = last.Prepare(op, named, operands, nullptr, geometry_checks, &device, &plan)) return s;
   *executor = MakeUnaryExecutor(op, device, kind, out->dtype, std::move(plan));
   if (OperandHooksActive()) RecordOperands(*executor, inputs, {&out, 1});
   *workspace_size = 0;

@@ -49,6 +49,30 @@ class ValidatedPlan {
 
   std::span<const ViewRange> ranges() const { return {ranges_.data(), count_}; }
 
+  // The device and plan of an elementwise op: on a repeat call only where the addresses lie; else
+  // `geometry_checks()` (the op's dtype and broadcast rules), the view and placement checks and a
+  // new plan, remembered. `named` and `operands` list out first, then the inputs.
+  template <typename GeometryChecks>
+  aclnnStatus Prepare(const char* op, std::span<const NamedTensor> named,
+                      std::span<const aclTensor* const> operands, const aclScalar* scalar,
+                      GeometryChecks geometry_checks, int32_t* device, ElementwisePlan* plan) {
+    if (Matches(operands, scalar)) {
+      if (aclnnStatus s = CheckPlacement(op, named, ranges(), device)) return s;
+      *plan = Rebind(operands);
+      return ACLNN_SUCCESS;
+    }
+    if (aclnnStatus s = geometry_checks()) return s;
+    std::array<ViewRange, kMaxOperands> ranges;
+    const std::span<ViewRange> used(ranges.data(), operands.size());
+    for (size_t k = 0; k < used.size(); ++k) {
+      if (aclnnStatus s = CheckViewRange(op, named[k], &used[k])) return s;
+    }
+    if (aclnnStatus s = CheckPlacement(op, named, used, device)) return s;
+    *plan = MakeElementwisePlan(*operands[0], operands.subspan(1));
+    Remember(operands, scalar, used, *plan);
+    return ACLNN_SUCCESS;
+  }
+
   // The remembered plan with the operands' current addresses.
   ElementwisePlan Rebind(std::span<const aclTensor* const> operands) const {
     ElementwisePlan plan = plan_;
