@@ -120,8 +120,10 @@ class Stream {
   const StreamOptions options_;
 
   TaskQueue queue_;
-  std::atomic<uint64_t> tasks_{0};  // written by the producer holding the queue's lock
-  std::atomic<bool> stopping_{false};
+  // Each on a line of its own: the producer writes tasks_ per launch, and the idle worker polls
+  // stopping_; sharing a line moved it between the two cores on every launch.
+  alignas(64) std::atomic<uint64_t> tasks_{0};  // written by the producer holding the queue's lock
+  alignas(64) std::atomic<bool> stopping_{false};
   alignas(64) std::atomic<bool> worker_sleeping_{false};
   std::atomic<uint32_t> wake_{0};  // futex word the idle worker sleeps on
   // Tasks done: retired_ counts an event marker just before it completes its event (so a done
