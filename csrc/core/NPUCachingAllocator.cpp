@@ -37,7 +37,7 @@ class NPUAllocator final : public c10::DeviceAllocator {
     const c10::DeviceIndex dev = current_device();
     const c10::Device device(c10::DeviceType::PrivateUse1, dev);
     if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, device};
-    Block* block = this->device(dev).malloc(n, getCurrentNPUStream(dev).handle());
+    Block* block = this->device(dev).malloc(n, currentStreamHandle(dev));
     trace::memoryAllocated(block->ptr);
     return {block->ptr, block, &deleteBlock, device};
   }

@@ -120,6 +120,17 @@ NPUStream getCurrentNPUStream(c10::DeviceIndex device) {
       c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
 }
 
+nrtStream_t currentStreamHandle(c10::DeviceIndex device) {
+  const c10::StreamId id =
+      static_cast<size_t>(device) < tls_current.size() ? tls_current[device] : 0;
+  const Registry& streams = registry();
+  if (C10_LIKELY(static_cast<size_t>(device) < streams.size())) {
+    nrtStream_t handle = streams[device]->handles[id].load(std::memory_order_acquire);
+    if (C10_LIKELY(handle != nullptr)) return handle;
+  }
+  return getCurrentNPUStream(device).handle();  // creates the stream, or names a bad index
+}
+
 void setCurrentNPUStream(NPUStream stream) {
   if (tls_current.size() < static_cast<size_t>(device_count())) tls_current.resize(device_count(), 0);
   tls_current.at(stream.device_index()) = stream.id();

@@ -37,6 +37,9 @@ class NPUStream {
 NPUStream getDefaultNPUStream(c10::DeviceIndex device = -1);
 NPUStream getStreamFromPool(c10::DeviceIndex device = -1);
 NPUStream getCurrentNPUStream(c10::DeviceIndex device = -1);
+// The current stream's runtime handle on `device` (a valid index, such as current_device()'s),
+// without building an NPUStream: the allocator and the launch path ask for it on every op.
+nrtStream_t currentStreamHandle(c10::DeviceIndex device);
 // The stream collectives run on (ProcessGroupHCCL), outside the pool: a collective waiting for its
 // peers never holds up user streams.
 NPUStream getCommunicationNPUStream(c10::DeviceIndex device = -1);

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
 #include "csrc/framework/DeviceTask.h"
 #include "csrc/framework/ExecutionPolicy.h"
@@ -45,18 +46,18 @@ void tagDeviceOpLaunch() {
 }
 
 void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecutor* executor) {
-  c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream();
+  const c10::DeviceIndex device = c10_npu::current_device();
   at::Tensor workspace;
   if (workspace_size > 0) {
     // Freed right after the launch: its block returns to this stream's pool and is reused only by
     // work queued after the op.
     workspace = at::empty({static_cast<int64_t>(workspace_size)},
-                          at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1,
-                                                                       stream.device_index()));
+                          at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
   }
   using Launch = aclnnStatus (*)(void*, uint64_t, aclOpExecutor*, nrtStream_t);
-  const aclnnStatus status = reinterpret_cast<Launch>(op.launch)(
-      workspace_size > 0 ? workspace.data_ptr() : nullptr, workspace_size, executor, stream.handle());
+  const aclnnStatus status =
+      reinterpret_cast<Launch>(op.launch)(workspace_size > 0 ? workspace.data_ptr() : nullptr, workspace_size,
+                                          executor, c10_npu::currentStreamHandle(device));
   if (status != ACLNN_SUCCESS) throwDeviceOpError(op.name, "", status);
   static thread_local const char* last_name = nullptr;
   static thread_local OpCounters* last_counters = nullptr;
@@ -68,7 +69,7 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
   // Hook point for launch-side activity records (op name, stream, launch site): here every named
   // device op has been queued exactly once.
   const ExecutionPolicy& policy = executionPolicy();
-  if (!policy.task_queue || policy.launch_blocking) stream.synchronize();
+  if (!policy.task_queue || policy.launch_blocking) c10_npu::getCurrentNPUStream(device).synchronize();
 }
 
 }  // namespace at_npu::native

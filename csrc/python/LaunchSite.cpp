@@ -69,6 +69,11 @@ struct SiteCache {
   std::unordered_map<const void*, bool> library;  // code -> is it torch's / torch_npu's own
   std::unordered_map<std::pair<const void*, int>, const LaunchSite*, FrameHash> sites;
   uint64_t generation = 0;  // of the library prefixes the classifications were made with
+  // The last launch whose innermost frame was user code: a loop launching from one line finds its
+  // site here from that frame alone, without walking the stack or hashing.
+  const void* last_code = nullptr;
+  int last_lasti = -1;
+  const LaunchSite* last_site = nullptr;
 };
 
 // Drops stale classifications after the library prefixes changed; the GIL is held.
@@ -78,6 +83,7 @@ void refresh(SiteCache& c) {
   for (const auto& entry : c.library) Py_DECREF(static_cast<PyObject*>(const_cast<void*>(entry.first)));
   c.library.clear();
   c.sites.clear();
+  c.last_code = nullptr;
   c.generation = now;
 }
 
@@ -100,6 +106,14 @@ const LaunchSite* siteOf(PyCodeObject* code, int lasti) {
   return intern(fileOf(code) + ":" + std::to_string(PyCode_Addr2Line(code, lasti * 2)));
 }
 
+// Only for a user-code innermost frame whose code object the cache holds (so that its address is
+// not reused while remembered).
+void remember(SiteCache& c, const CapturedFrame& innermost, const LaunchSite* site) {
+  c.last_code = innermost.code;
+  c.last_lasti = innermost.lasti;
+  c.last_site = site;
+}
+
 // The innermost frame outside torch / torch_npu, or the innermost frame at all, from frames read
 // without the GIL; the GIL is taken only for what the caches do not know yet.
 const LaunchSite* fromCapturedFrames(const CapturedFrame* frames, int n) {
@@ -117,7 +131,10 @@ const LaunchSite* fromCapturedFrames(const CapturedFrame* frames, int n) {
   if (complete) {
     if (chosen < 0) chosen = 0;
     auto it = c.sites.find(siteKey(frames[chosen]));
-    if (it != c.sites.end()) return it->second;
+    if (it != c.sites.end()) {
+      if (chosen == 0) remember(c, frames[0], it->second);
+      return it->second;
+    }
   }
   PyGILState_STATE gil = PyGILState_Ensure();
   refresh(c);
@@ -137,7 +154,10 @@ const LaunchSite* fromCapturedFrames(const CapturedFrame* frames, int n) {
   }
   if (chosen < 0) chosen = 0;
   const LaunchSite* site = siteOf(static_cast<PyCodeObject*>(frames[chosen].code), frames[chosen].lasti);
-  if (cacheable) c.sites.emplace(siteKey(frames[chosen]), site);
+  if (cacheable) {
+    c.sites.emplace(siteKey(frames[chosen]), site);
+    if (chosen == 0) remember(c, frames[0], site);
+  }
   PyGILState_Release(gil);
   return site;
 }
@@ -169,9 +189,17 @@ const LaunchSite* withFrameApi() {
 const LaunchSite* launchSite() {
   if (!Py_IsInitialized()) return nullptr;
   CapturedFrame frames[kMaxDepth];
-  const int n = captureFrames(frames, kMaxDepth);
+  int n = captureFrames(frames, 1);
   if (n == 0) return nullptr;  // not called from Python code
-  if (n > 0) return fromCapturedFrames(frames, n);
+  if (n > 0) {
+    const SiteCache& c = cache();
+    if (frames[0].code == c.last_code && frames[0].lasti == c.last_lasti &&
+        c.generation == prefixes_generation.load(std::memory_order_acquire)) {
+      return c.last_site;
+    }
+    n = captureFrames(frames, kMaxDepth);
+    return fromCapturedFrames(frames, n);
+  }
   if (PyGILState_GetThisThreadState() == nullptr) return nullptr;  // a thread Python never ran
   return withFrameApi();
 }

@@ -18,8 +18,12 @@ namespace {
 // threads do, and the launch tag describes the launching thread's current Python line.
 thread_local std::string t_recent_message;
 thread_local aclnnStatus t_recent_status = ACLNN_SUCCESS;
-thread_local std::string t_launch_tag;
-thread_local const char* t_static_tag = nullptr;
+// The launch tag in one thread-local object: every launch sets it (one thread-local lookup, not two).
+struct LaunchTagState {
+  const char* static_tag = nullptr;  // lives for the process; preferred when set
+  std::string tag;                   // a formatted tag, when static_tag is not set
+};
+thread_local LaunchTagState t_tag;
 
 bool WarningsEnabled() {
   const char* level = std::getenv("ASCEND_GLOBAL_LOG_LEVEL");
@@ -63,9 +67,9 @@ aclnnStatus Fail(aclnnStatus status, std::string message) {
 
 aclnnStatus RecentStatus() { return t_recent_status; }
 
-const std::string& LaunchTag() { return t_launch_tag; }
+const std::string& LaunchTag() { return t_tag.tag; }
 
-const char* StaticLaunchTag() { return t_static_tag; }
+const char* StaticLaunchTag() { return t_tag.static_tag; }
 
 void LogWarning(const char* file, int line, const std::string& message) {
   if (!WarningsEnabled()) return;
@@ -91,20 +95,22 @@ aclnnStatus aclnnSetRecentErrMsg(aclnnStatus status, const char* message) {
 }
 
 void aclnnSetLaunchTagStatic(const char* tag) {
-  npu::opslib::t_static_tag = (tag != nullptr && *tag != '\0') ? tag : nullptr;
-  if (!npu::opslib::t_launch_tag.empty()) npu::opslib::t_launch_tag.clear();
+  npu::opslib::LaunchTagState& state = npu::opslib::t_tag;
+  state.static_tag = (tag != nullptr && *tag != '\0') ? tag : nullptr;
+  if (!state.tag.empty()) state.tag.clear();
 }
 
 void aclnnSetLaunchTag(const char* tag) {
-  npu::opslib::t_static_tag = nullptr;
+  npu::opslib::LaunchTagState& state = npu::opslib::t_tag;
+  state.static_tag = nullptr;
   try {
     if (tag == nullptr) {
-      npu::opslib::t_launch_tag.clear();
+      state.tag.clear();
     } else {
-      npu::opslib::t_launch_tag = tag;
+      state.tag = tag;
     }
   } catch (...) {
-    npu::opslib::t_launch_tag.clear();  // out of memory: a missing tag beats a wrong one
+    state.tag.clear();  // out of memory: a missing tag beats a wrong one
   }
 }
 
