@@ -118,8 +118,10 @@ aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize, aclOpEx
     owned->workspace_size = workspaceSize;
     if (nrtActivityIsEnabled()) nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, owned->op_name, 0);
     // Named (op names and static tags live for the process) for the watchdog and injected faults.
-    const nrtError_t error = nrtLaunchHostFuncNamed(stream, &npu::opslib::RunExecutor, owned.get(), owned->op_name,
-                                                    owned->static_tag);
+    // A short run may execute right here when the stream is idle: the hand-off would cost more.
+    const auto launch = owned->short_run ? &nrtLaunchHostFuncShort : &nrtLaunchHostFuncNamed;
+    const nrtError_t error =
+        launch(stream, &npu::opslib::RunExecutor, owned.get(), owned->op_name, owned->static_tag);
     if (error != NRT_SUCCESS) {
       return NOP_FAIL(ACLNN_ERR_RUNTIME_ERROR, owned->op_name, ": the runtime refused the launch (",
                       nrtGetErrorName(error), "): ", nrtGetRecentErrMsg());

@@ -40,6 +40,9 @@ struct aclOpExecutor : npu::opslib::Pooled {
   const char* Tag() const { return static_tag ? static_tag : launch_tag.c_str(); }
   void* workspace = nullptr;
   uint64_t workspace_size = 0;
+  // Set by elementwise ops over a few hundred elements: their run costs less than the hand-off to
+  // the stream's worker, so the launch runs them on the calling thread when the stream is idle.
+  bool short_run = false;
   // Only while a dump or overflow detection watches the ops (OperandHooks.h); null otherwise.
   std::unique_ptr<npu::opslib::OperandRecord> operands;
 };
@@ -61,6 +64,9 @@ aclOpExecutor* NewExecutor(const char* op_name, int32_t device, Kernel kernel) {
   NoteExecutorCreated();  // hands the preparation's operand flags to this executor
   return new KernelExecutor<Kernel>(op_name, device, std::move(kernel));
 }
+
+// Elementwise ops up to this many elements are short runs (aclOpExecutor::short_run).
+constexpr int64_t kShortRunElements = 1024;
 
 // Claims an executor for its one launch or destruction; false if it is not a ready executor.
 bool TakeReady(aclOpExecutor* executor);

@@ -231,6 +231,12 @@ std::optional<std::string> Stream::TakeError() {
   return message;
 }
 
+void Stream::RunNow(Task& task) {
+  std::optional<std::string> failure = RunTask(task);
+  task.Reset();
+  if (failure) RecordFailure(*failure);
+}
+
 void Stream::RecordFailure(std::string message) {
   NPU_RT_LOG(kError, "task failed on ", name(), ": ", message);
   std::lock_guard<std::mutex> lock(error_mu_);
@@ -324,6 +330,29 @@ void Stream::Run() {
 }
 
 bool OnAnyStreamWorker() { return t_on_stream_worker; }
+
+namespace {
+// The thread of the last short launch and how many it made in a row (capped). Written only when
+// the launching thread changes, and while the streak builds: one thread launching only reads them.
+struct alignas(64) LauncherStreak {
+  std::atomic<uintptr_t> thread{0};
+  std::atomic<uint32_t> count{0};
+};
+LauncherStreak g_launcher;
+constexpr uint32_t kSoleStreak = 16;
+}  // namespace
+
+bool SoleLauncher() {
+  const auto me = static_cast<uintptr_t>(pthread_self());  // a register read, no thread-local call
+  if (g_launcher.thread.load(std::memory_order_relaxed) != me) {
+    g_launcher.thread.store(me, std::memory_order_relaxed);
+    g_launcher.count.store(0, std::memory_order_relaxed);
+    return false;
+  }
+  if (g_launcher.count.load(std::memory_order_relaxed) >= kSoleStreak) return true;
+  g_launcher.count.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
 
 nrtError_t ReportTaskErrors(Stream& stream) {
   std::optional<std::string> error = stream.TakeError();

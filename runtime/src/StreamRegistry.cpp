@@ -247,6 +247,20 @@ nrtError_t nrtLaunchHostFuncNamed(nrtStream_t stream, nrtHostFunc fn, void* user
   });
 }
 
+nrtError_t nrtLaunchHostFuncShort(nrtStream_t stream, nrtHostFunc fn, void* user_data, const char* name,
+                                  const char* site) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (npu::runtime::activity::Active()) npu::runtime::activity::TakeHostFuncLabel();
+    if (fn == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtLaunchHostFuncShort: fn is NULL");
+    Stream* found = nullptr;
+    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
+      return error;
+    }
+    if (found->TryRunNow([fn, user_data] { return fn(user_data); }, name, site)) return NRT_SUCCESS;
+    return found->Enqueue([fn, user_data] { return fn(user_data); }, false, name, site);
+  });
+}
+
 nrtError_t nrtDeviceSynchronize(void) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     // Only this thread replaces its cached list, so it stays valid (and its streams alive) here.

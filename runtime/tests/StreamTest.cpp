@@ -1,6 +1,8 @@
 // StreamTest.cpp - stream order, sync and query, destruction, handles, concurrency, task errors.
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -246,6 +248,110 @@ TEST_F(StreamTest, FinalizeDrainsStreams) {
   }
   NRT_ASSERT_OK(nrtFinalize());
   EXPECT_EQ(ran.load(), 2);
+}
+
+nrtError_t LaunchShort(nrtStream_t stream, std::function<int()> fn) {
+  auto* owned = new std::function<int()>(std::move(fn));
+  const nrtError_t error = nrtLaunchHostFuncShort(
+      stream,
+      [](void* data) {
+        std::unique_ptr<std::function<int()>> fn(static_cast<std::function<int()>*>(data));
+        return (*fn)();
+      },
+      owned, "short_op", nullptr);
+  if (error != NRT_SUCCESS) delete owned;
+  return error;
+}
+
+TEST_F(StreamTest, ShortLaunchRunsOnTheCallerWhenTheStreamIsIdleAndIsCounted) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  // Run on the caller once this thread has made the last few short launches in a row.
+  constexpr int kLaunches = 64;
+  std::vector<std::thread::id> ran_on(kLaunches);
+  for (int i = 0; i < kLaunches; ++i) {
+    NRT_ASSERT_OK(LaunchShort(stream, [&, i] { return ran_on[i] = std::this_thread::get_id(), 0; }));
+    NRT_ASSERT_OK(nrtStreamSynchronize(stream));
+  }
+  EXPECT_EQ(ran_on.back(), std::this_thread::get_id()) << "run before the launch returned, on the caller";
+  uint64_t count = 0;
+  NRT_ASSERT_OK(nrtStreamGetTaskCount(stream, &count));
+  EXPECT_EQ(count, uint64_t{kLaunches}) << "tasks of the stream like queued ones";
+  NRT_EXPECT_OK(nrtStreamQuery(stream));
+  NRT_EXPECT_OK(nrtStreamSynchronize(stream));
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
+}
+
+TEST_F(StreamTest, ShortLaunchBehindQueuedWorkWaitsItsTurnOnTheWorker) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  Gate gate;
+  std::vector<int> order;
+  std::thread::id ran_on;
+  NRT_ASSERT_OK(LaunchCallable(stream, gate.Blocker()));
+  NRT_ASSERT_OK(LaunchCallable(stream, [&] { return order.push_back(1), 0; }));
+  NRT_ASSERT_OK(LaunchShort(stream, [&] { return ran_on = std::this_thread::get_id(), order.push_back(2), 0; }));
+  EXPECT_TRUE(order.empty()) << "not run ahead of the queued tasks";
+  EXPECT_EQ(nrtStreamQuery(stream), NRT_ERROR_NOT_READY);
+  gate.Open();
+  NRT_ASSERT_OK(nrtStreamSynchronize(stream));
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_NE(ran_on, std::this_thread::get_id()) << "queued, so run by the stream's worker";
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
+}
+
+TEST_F(StreamTest, ShortLaunchFailureIsReportedAtTheNextSyncNotByTheLaunch) {
+  std::thread::id ran_on;
+  for (int i = 0; i < 64; ++i) {  // this thread becomes the sole launcher: the launches below run on it
+    NRT_ASSERT_OK(LaunchShort(nullptr, [&] { return ran_on = std::this_thread::get_id(), 0; }));
+    NRT_ASSERT_OK(nrtStreamSynchronize(nullptr));  // idle again for the next one
+  }
+  ASSERT_EQ(ran_on, std::this_thread::get_id());
+  NRT_ASSERT_OK(LaunchShort(nullptr, [] { return nrtSetTaskErrMsg("aclnnAdd failed: bad operand (t.py:3)"), 1; }));
+  std::atomic<int> ran_after{0};
+  NRT_ASSERT_OK(LaunchShort(nullptr, [&] { return ran_after.fetch_add(1), 0; }));
+  EXPECT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  EXPECT_EQ(RecentMessage(), "aclnnAdd failed: bad operand (t.py:3)");
+  EXPECT_EQ(ran_after.load(), 1);
+  NRT_ASSERT_OK(LaunchShort(nullptr, []() -> int { throw std::runtime_error("bad kernel"); }));
+  EXPECT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  EXPECT_EQ(RecentMessage(), "bad kernel");
+  NRT_EXPECT_OK(nrtStreamSynchronize(nullptr));
+}
+
+TEST_F(StreamTest, ShortAndQueuedLaunchesFromManyThreadsKeepEachThreadsOrder) {
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  constexpr int kThreads = 4;
+  constexpr int kTasks = 2000;
+  std::vector<int> last(kThreads, -1);  // touched only by the stream's tasks, which never overlap
+  std::atomic<int> running{0};
+  std::atomic<int> overlapped{0}, out_of_order{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTasks; ++i) {
+        auto body = [&, t, i] {
+          if (running.fetch_add(1) != 0) overlapped.fetch_add(1);
+          if (last[t] != i - 1) out_of_order.fetch_add(1);
+          last[t] = i;
+          running.fetch_sub(1);
+          return 0;
+        };
+        const nrtError_t error = i % 3 == 0 ? LaunchCallable(stream, body) : LaunchShort(stream, body);
+        if (error != NRT_SUCCESS) out_of_order.fetch_add(1000000);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  NRT_ASSERT_OK(nrtStreamSynchronize(stream));
+  EXPECT_EQ(overlapped.load(), 0) << "a stream runs one task at a time";
+  EXPECT_EQ(out_of_order.load(), 0);
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(last[t], kTasks - 1);
+  uint64_t count = 0;
+  NRT_ASSERT_OK(nrtStreamGetTaskCount(stream, &count));
+  EXPECT_EQ(count, uint64_t{kThreads} * kTasks);
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
 }
 
 }  // namespace

@@ -129,6 +129,13 @@ NRT_API nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* u
 // the life of the process (literals or interned strings).
 NRT_API nrtError_t nrtLaunchHostFuncNamed(nrtStream_t stream, nrtHostFunc fn, void* user_data,
                                           const char* name, const char* site);
+// The same for a function that runs for about a microsecond (a kernel over a few hundred elements):
+// when the stream is idle (nothing queued or running) and no profiler, watchdog or injected fault
+// watches it, `fn` runs at once on the calling thread instead of the stream's worker, which saves
+// the hand-off between threads. Order, task counts, events and error reporting are as for a queued
+// task: a failure is reported at the next sync, not returned here.
+NRT_API nrtError_t nrtLaunchHostFuncShort(nrtStream_t stream, nrtHostFunc fn, void* user_data,
+                                          const char* name, const char* site);
 // Inside a host function: the message reported at the next sync if the function returns non-zero.
 NRT_API void nrtSetTaskErrMsg(const char* message);
 
