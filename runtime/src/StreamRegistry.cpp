@@ -149,6 +149,27 @@ using npu::runtime::Runtime;
 using npu::runtime::Stream;
 using StreamPtr = std::shared_ptr<npu::runtime::Stream>;
 
+namespace npu::runtime {
+namespace {
+
+// The checks every host-function launch makes before `launch` queues (or runs) it on the stream.
+template <typename Launch>
+nrtError_t LaunchHostFunc(const char* api, nrtStream_t stream, nrtHostFunc fn, Launch launch) {
+  return WithRuntime([&](Runtime& rt) {
+    // Taken first, so that a refused launch does not leave its label to the next one.
+    if (activity::Active()) activity::TakeHostFuncLabel();
+    if (fn == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, api, ": fn is NULL");
+    Stream* found = nullptr;
+    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
+      return error;
+    }
+    return launch(*found);
+  });
+}
+
+}  // namespace
+}  // namespace npu::runtime
+
 extern "C" {
 
 nrtError_t nrtStreamCreate(nrtStream_t* stream) {
@@ -222,42 +243,23 @@ nrtError_t nrtStreamGetTaskCount(nrtStream_t stream, uint64_t* count) {
 }
 
 nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data) {
-  return npu::runtime::WithRuntime([&](Runtime& rt) {
-    // Taken first, so that a refused launch does not leave its label to the next one.
-    if (npu::runtime::activity::Active()) npu::runtime::activity::TakeHostFuncLabel();
-    if (fn == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtLaunchHostFunc: fn is NULL");
-    Stream* found = nullptr;
-    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
-      return error;
-    }
-    return found->Enqueue([fn, user_data] { return fn(user_data); });
+  return npu::runtime::LaunchHostFunc("nrtLaunchHostFunc", stream, fn, [&](Stream& found) {
+    return found.Enqueue([fn, user_data] { return fn(user_data); });
   });
 }
 
 nrtError_t nrtLaunchHostFuncNamed(nrtStream_t stream, nrtHostFunc fn, void* user_data, const char* name,
                                   const char* site) {
-  return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (npu::runtime::activity::Active()) npu::runtime::activity::TakeHostFuncLabel();
-    if (fn == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtLaunchHostFuncNamed: fn is NULL");
-    Stream* found = nullptr;
-    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
-      return error;
-    }
-    return found->Enqueue([fn, user_data] { return fn(user_data); }, false, name, site);
+  return npu::runtime::LaunchHostFunc("nrtLaunchHostFuncNamed", stream, fn, [&](Stream& found) {
+    return found.Enqueue([fn, user_data] { return fn(user_data); }, false, name, site);
   });
 }
 
 nrtError_t nrtLaunchHostFuncShort(nrtStream_t stream, nrtHostFunc fn, void* user_data, const char* name,
                                   const char* site) {
-  return npu::runtime::WithRuntime([&](Runtime& rt) {
-    if (npu::runtime::activity::Active()) npu::runtime::activity::TakeHostFuncLabel();
-    if (fn == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtLaunchHostFuncShort: fn is NULL");
-    Stream* found = nullptr;
-    if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
-      return error;
-    }
-    if (found->TryRunNow([fn, user_data] { return fn(user_data); }, name, site)) return NRT_SUCCESS;
-    return found->Enqueue([fn, user_data] { return fn(user_data); }, false, name, site);
+  return npu::runtime::LaunchHostFunc("nrtLaunchHostFuncShort", stream, fn, [&](Stream& found) {
+    if (found.TryRunNow([fn, user_data] { return fn(user_data); }, name, site)) return NRT_SUCCESS;
+    return found.Enqueue([fn, user_data] { return fn(user_data); }, false, name, site);
   });
 }
 

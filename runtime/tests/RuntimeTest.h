@@ -69,16 +69,15 @@ class RuntimeTest : public ::testing::Test {
   std::vector<std::unique_ptr<ScopedEnv>> env_;
 };
 
-// Launches any callable as a host function; the task owns it.
-inline nrtError_t LaunchCallable(nrtStream_t stream, std::function<int()> fn) {
+// Launches any callable as a host function (a short one: nrtLaunchHostFuncShort); the task owns it.
+inline nrtError_t LaunchCallable(nrtStream_t stream, std::function<int()> fn, bool short_task = false) {
   auto* owned = new std::function<int()>(std::move(fn));
-  const nrtError_t error = nrtLaunchHostFunc(
-      stream,
-      [](void* data) {
-        std::unique_ptr<std::function<int()>> fn(static_cast<std::function<int()>*>(data));
-        return (*fn)();
-      },
-      owned);
+  const nrtHostFunc run = [](void* data) {
+    std::unique_ptr<std::function<int()>> fn(static_cast<std::function<int()>*>(data));
+    return (*fn)();
+  };
+  const nrtError_t error = short_task ? nrtLaunchHostFuncShort(stream, run, owned, "short_op", nullptr)
+                                      : nrtLaunchHostFunc(stream, run, owned);
   if (error != NRT_SUCCESS) delete owned;
   return error;
 }

@@ -251,16 +251,7 @@ TEST_F(StreamTest, FinalizeDrainsStreams) {
 }
 
 nrtError_t LaunchShort(nrtStream_t stream, std::function<int()> fn) {
-  auto* owned = new std::function<int()>(std::move(fn));
-  const nrtError_t error = nrtLaunchHostFuncShort(
-      stream,
-      [](void* data) {
-        std::unique_ptr<std::function<int()>> fn(static_cast<std::function<int()>*>(data));
-        return (*fn)();
-      },
-      owned, "short_op", nullptr);
-  if (error != NRT_SUCCESS) delete owned;
-  return error;
+  return LaunchCallable(stream, std::move(fn), /*short_task=*/true);
 }
 
 TEST_F(StreamTest, ShortLaunchRunsOnTheCallerWhenTheStreamIsIdleAndIsCounted) {
