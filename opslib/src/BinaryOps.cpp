@@ -52,17 +52,13 @@ aclOpExecutor* BinaryExecutor(const char* op, int32_t device, BinaryKind kind,
 aclOpExecutor* MakeBinaryExecutor(const char* op, int32_t device, BinaryKind kind,
                                   aclDataType out_type, const aclScalar* alpha,
                                   ElementwisePlan plan) {
-  const bool short_run = plan.numel <= kShortRunElements;
-  aclOpExecutor* executor = nullptr;
   switch (ComputeKindOf(out_type)) {
-    case ComputeKind::kFloat: executor = BinaryExecutor<float>(op, device, kind, alpha, std::move(plan)); break;
-    case ComputeKind::kDouble: executor = BinaryExecutor<double>(op, device, kind, alpha, std::move(plan)); break;
-    case ComputeKind::kInt64: executor = BinaryExecutor<int64_t>(op, device, kind, alpha, std::move(plan)); break;
-    case ComputeKind::kBool: executor = BinaryExecutor<bool>(op, device, kind, alpha, std::move(plan)); break;
+    case ComputeKind::kFloat: return BinaryExecutor<float>(op, device, kind, alpha, std::move(plan));
+    case ComputeKind::kDouble: return BinaryExecutor<double>(op, device, kind, alpha, std::move(plan));
+    case ComputeKind::kInt64: return BinaryExecutor<int64_t>(op, device, kind, alpha, std::move(plan));
+    case ComputeKind::kBool: return BinaryExecutor<bool>(op, device, kind, alpha, std::move(plan));
   }
-  if (executor == nullptr) throw std::logic_error("unknown compute kind");
-  executor->short_run = short_run;
-  return executor;
+  throw std::logic_error("unknown compute kind");
 }
 
 // PyTorch's rules for which dtypes an op accepts and which out dtype can hold its result.

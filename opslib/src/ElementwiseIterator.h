@@ -352,7 +352,10 @@ struct ElementwiseKernel {
 template <typename C, int kInputs, typename Op>
 aclOpExecutor* NewElementwiseExecutor(const char* op_name, int32_t device, ElementwisePlan plan,
                                       Op op) {
-  return NewExecutor(op_name, device, ElementwiseKernel<C, kInputs, Op>{std::move(plan), op});
+  const bool short_run = plan.numel <= kShortRunElements;
+  aclOpExecutor* executor = NewExecutor(op_name, device, ElementwiseKernel<C, kInputs, Op>{std::move(plan), op});
+  executor->short_run = short_run;
+  return executor;
 }
 
 }  // namespace npu::opslib

@@ -40,8 +40,9 @@ struct aclOpExecutor : npu::opslib::Pooled {
   const char* Tag() const { return static_tag ? static_tag : launch_tag.c_str(); }
   void* workspace = nullptr;
   uint64_t workspace_size = 0;
-  // Set by elementwise ops over a few hundred elements: their run costs less than the hand-off to
-  // the stream's worker, so the launch runs them on the calling thread when the stream is idle.
+  // Set for elementwise kernels of up to kShortRunElements (NewElementwiseExecutor): their run costs
+  // less than the hand-off to the stream's worker, so the launch runs them on the calling thread
+  // when the stream is idle.
   bool short_run = false;
   // Only while a dump or overflow detection watches the ops (OperandHooks.h); null otherwise.
   std::unique_ptr<npu::opslib::OperandRecord> operands;

@@ -136,17 +136,13 @@ aclOpExecutor* UnaryExecutor(const char* op, int32_t device, UnaryKind kind, Ele
 // Picks the compute type from out's dtype.
 aclOpExecutor* MakeUnaryExecutor(const char* op, int32_t device, UnaryKind kind,
                                  aclDataType out_type, ElementwisePlan plan) {
-  const bool short_run = plan.numel <= kShortRunElements;
-  aclOpExecutor* executor = nullptr;
   switch (ComputeKindOf(out_type)) {
-    case ComputeKind::kFloat: executor = UnaryExecutor<float>(op, device, kind, std::move(plan)); break;
-    case ComputeKind::kDouble: executor = UnaryExecutor<double>(op, device, kind, std::move(plan)); break;
-    case ComputeKind::kInt64: executor = UnaryExecutor<int64_t>(op, device, kind, std::move(plan)); break;
-    case ComputeKind::kBool: executor = UnaryExecutor<bool>(op, device, kind, std::move(plan)); break;
+    case ComputeKind::kFloat: return UnaryExecutor<float>(op, device, kind, std::move(plan));
+    case ComputeKind::kDouble: return UnaryExecutor<double>(op, device, kind, std::move(plan));
+    case ComputeKind::kInt64: return UnaryExecutor<int64_t>(op, device, kind, std::move(plan));
+    case ComputeKind::kBool: return UnaryExecutor<bool>(op, device, kind, std::move(plan));
   }
-  if (executor == nullptr) throw std::logic_error("unknown compute kind");
-  executor->short_run = short_run;
-  return executor;
+  throw std::logic_error("unknown compute kind");
 }
 
 aclnnStatus CheckUnaryTypes(const char* op, UnaryKind kind, const aclTensor& self,

@@ -181,7 +181,6 @@ class Stream {
 // True on any stream's worker thread, where waiting for all streams would wait for itself.
 bool OnAnyStreamWorker();
 
-
 // NRT_ERROR_TASK_FAILED carrying the pending errors of streams (each consumed), or NRT_SUCCESS.
 nrtError_t ReportTaskErrors(const std::vector<std::shared_ptr<Stream>>& streams);
 nrtError_t ReportTaskErrors(Stream& stream);
