@@ -185,6 +185,10 @@ TEST_F(FaultInjectionTest, WatchdogFollowsAnEventWaitToTheStuckOp) {
   EXPECT_EQ(nrtDeviceSynchronize(), NRT_ERROR_TASK_TIMEOUT);
   NRT_EXPECT_OK(nrtEventDestroy(event));
   NRT_EXPECT_OK(nrtStreamDestroy(stuck));  // ends the hang, and with it the wait
+  // The wait ends a moment later; a sync before that would still find it past the timeout.
+  for (int i = 0; i < 500 && nrtStreamQuery(waiter) == NRT_ERROR_NOT_READY; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   NRT_EXPECT_OK(nrtStreamSynchronize(waiter));
   NRT_EXPECT_OK(nrtStreamDestroy(waiter));
 }
