@@ -105,32 +105,22 @@ WHY = {
         "a device segment was allocated after warm-up: some step needed a block size that the cache did not "
         "hold (check num_alloc_retries in the note; a retry empties the cache)."),
     "allocator.transformer_segments": (
-        "one step in twenty maps more pages of the expandable range (the 7th step, then none): freed small "
-        "blocks are fragmented across the range and a request finds no free run large enough. Under best "
-        "fit the layout never settles into a cycle (replaying the trace, the pages a step touches change "
-        "from step to step), so a step can land its blocks differently and need a page more. First-fit "
-        "placement removes this late mapping on the transformer but raises the CNN's reserve from 1.05 to "
-        "1.35x. Fix: the step plan described for the reserve below (a recurring step would reuse its own "
-        "offsets)."),
+        "a page was mapped after warm-up: the step planner did not serve every measured step from its plan "
+        "(torch.npu.memory._step_plan_stats() counts misses and steps that left the recorded sequence), and "
+        "best fit found no free run large enough. Best fit alone maps once more in the 7th step: freed small "
+        "blocks are fragmented across the range, and the layout never settles into a cycle."),
     "allocator.CNN_reserved_ratio": (
         "each stream has one expandable range shared by blocks of every size, so the peaks of small and "
         "large blocks share pages; a miss here means a step's peak came with fragmentation of the range."),
     "allocator.transformer_reserved_ratio": (
         "the transformer's blocks are all small blocks (under 1 MiB), so sharing the range with large blocks "
-        "changes nothing: the reserve is 1.19x the peak (default settings 1.16x). Replaying its allocation "
-        "trace in a model of the allocator (which reproduces 22.5 / 18.9 MiB exactly), best fit, first fit, "
-        "power-of-two size classes, a separate range for tiny blocks, smaller map steps and placing blocks "
-        "at the top or bottom of free runs all land between 1.15 and 1.24. The same trace planned offline, "
-        "with every block's free time known (largest blocks first, each at the lowest offset free over its "
-        "whole lifetime), needs 18.96 MiB: 1.003x (the CNN's trace: 1.0003x). The excess is the price of "
-        "placing each block when it is requested: AdamW's state, created during the first step, lands in "
-        "the holes the first backward left, and each step's activations then fit around it and around the "
-        "gradients that live on into the next forward. Even told every block's true free time, an online "
-        "rule that puts a block next to blocks freed at about the same time reaches 1.12x (and 1.29x on the "
-        "CNN), so no placement rule alone closes the gap. Fix: plan a recurring step: record the sizes and "
-        "lifetimes of one step's allocations, plan them offline as above, and serve later steps whose "
-        "requests follow the recorded sequence from the planned offsets (best fit again once they diverge), "
-        "as graph compilers plan activation memory."),
+        "changes nothing; the reserve is set by fragmentation. Best fit alone reaches 1.19x by the 7th step "
+        "(default settings 1.16x): AdamW's state, created during the first step, lands in the holes the first "
+        "backward left, and each step's activations then fit around it. Every online placement rule tried on "
+        "its trace lands between 1.15 and 1.24x; planned offline with every free time known it needs 1.003x. "
+        "The step planner plans from the second step (the first creates the optimizer state) and serves the "
+        "rest from that plan, so the reserve stays at the second step's 1.11x. A miss means the planner did "
+        "not take over (see torch.npu.memory._step_plan_stats()) or the first two steps fragmented more."),
 }
 
 
@@ -156,7 +146,8 @@ METHOD = [
     "one `loss.item()`; models are defined in `bench/models.py` (CNN: 3 conv-BN-ReLU stages, batch 16 "
     "of 3x32x32, SGD with momentum; transformer: 2 pre-norm blocks, width 128, 4 heads, context 64, "
     "batch 8, AdamW).",
-    "- Allocator: the cache is emptied and peaks reset, then 3 warm-up steps and 20 measured steps; "
+    "- Allocator: the cache is emptied and peaks reset, then 3 warm-up steps and 20 measured steps "
+    "(with expandable segments the step planner serves the steps from the third on); "
     "device segment allocations are the `segment.all.allocated` delta of `torch.npu.memory_stats()`; "
     "the peaks are taken above what earlier sections still hold (their live tensors and the segments "
     "those pin are not the model's reserve).",

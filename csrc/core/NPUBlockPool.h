@@ -7,8 +7,10 @@
 #include <npu/runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <set>
+#include <type_traits>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -46,6 +48,9 @@ struct Block {
   int pending_events = 0;
   size_t gc_count = 0;  // allocation attempts since it was freed (garbage_collection_threshold)
   std::shared_ptr<c10::GatheredContext> context;  // where it was allocated (memory history)
+  // Expandable segments: the step and the index in it of the request it serves (NPUStepPlanner).
+  uint32_t plan_step = 0;
+  uint32_t plan_index = 0;
 
   Block(int device, nrtStream_t stream, size_t size, BlockPool* pool, void* ptr)
       : device(device), stream(stream), size(size), ptr(ptr), pool(pool) {}
@@ -75,9 +80,21 @@ struct BlockComparator {
 
 using BlockSet = std::set<Block*, BlockComparator>;
 
+// Free blocks by address (the expandable range's), to take a planned address range.
+struct BlockAddressComparator {
+  using is_transparent = void;
+  static const void* key(const Block* b) { return b->ptr; }
+  static const void* key(const void* p) { return p; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const { return key(a) < key(b); }
+};
+
+using AddressSet = std::set<Block*, BlockAddressComparator>;
+
 struct BlockPool {
   explicit BlockPool(bool small, bool shared = false) : is_small(small), is_shared(shared) {}
   BlockSet blocks;    // free, mapped
+  AddressSet by_address;  // the same blocks by address (only in the shared, expandable pool)
   BlockSet unmapped;  // free address space of expandable segments
   const bool is_small;
   // Blocks of every size (the expandable range): a block's statistics go by its own size class.
@@ -85,29 +102,39 @@ struct BlockPool {
 };
 
 // Recycles what splitting and merging free blocks would otherwise take from the heap on every small
-// allocation and free: the tree node (a node handle moved from an erase to the next insert) and
-// the Block objects. Used under the allocator's lock.
+// allocation and free: the tree nodes (node handles moved from an erase to the next insert; the two
+// set types share a node type) and the Block objects. Used under the allocator's lock.
 class BlockRecycler {
  public:
-  BlockRecycler() { spare_.reserve(kMaxSpare); }
+  static_assert(std::is_same_v<BlockSet::node_type, AddressSet::node_type>,
+                "free-block sets must share their node type to share recycled nodes");
+  BlockRecycler() {
+    spare_.reserve(kMaxSpare);
+    nodes_.reserve(kMaxNodes);
+  }
   ~BlockRecycler() {
     for (void* p : spare_) ::operator delete(p, sizeof(Block));
   }
   BlockRecycler(const BlockRecycler&) = delete;
   BlockRecycler& operator=(const BlockRecycler&) = delete;
 
-  void erase(BlockSet& set, BlockSet::const_iterator it) { keep(set.extract(it)); }
-  void erase(BlockSet& set, Block* block) {
+  template <typename Set>
+  void erase(Set& set, typename Set::const_iterator it) { keep(set.extract(it)); }
+  template <typename Set>
+  void erase(Set& set, Block* block) {
     auto it = set.find(block);
     if (it != set.end()) keep(set.extract(it));
   }
-  void insert(BlockSet& set, Block* block) {
-    if (node_.empty()) {
+  template <typename Set>
+  void insert(Set& set, Block* block) {
+    if (nodes_.empty()) {
       set.insert(block);
       return;
     }
-    node_.value() = block;
-    set.insert(std::move(node_));
+    BlockSet::node_type node = std::move(nodes_.back());
+    nodes_.pop_back();
+    node.value() = block;
+    set.insert(std::move(node));
   }
   template <typename... Args>
   Block* newBlock(Args&&... args) {
@@ -127,10 +154,11 @@ class BlockRecycler {
 
  private:
   static constexpr size_t kMaxSpare = 64;
+  static constexpr size_t kMaxNodes = 8;
   void keep(BlockSet::node_type node) {
-    if (node_.empty()) node_ = std::move(node);
+    if (nodes_.size() < kMaxNodes) nodes_.push_back(std::move(node));
   }
-  BlockSet::node_type node_;
+  std::vector<BlockSet::node_type> nodes_;
   std::vector<void*> spare_;
 };
 

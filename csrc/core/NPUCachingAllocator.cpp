@@ -77,6 +77,13 @@ class NPUAllocator final : public c10::DeviceAllocator {
   // In a forked child: the parent's device memory belongs to a runtime the child abandoned. The
   // per-device allocators (and whatever locks parent threads held in them) are leaked; blocks of
   // the parent's tensors are then foreign to the new ones, whose free() ignores them.
+  // Every initialised device's allocator (none before the first allocation).
+  template <typename F>
+  void forEachStarted(F f) {
+    if (!ready_.load(std::memory_order_acquire)) return;
+    for (auto& device : devices_) f(*device);
+  }
+
   void forgetAfterFork() noexcept {
     for (auto& device : devices_) (void)device.release();
     devices_.clear();
@@ -128,6 +135,15 @@ DeviceStats getDeviceStats(c10::DeviceIndex device) { return allocator().getDevi
 void resetPeakStats(c10::DeviceIndex device) { allocator().resetPeakStats(device); }
 void resetAccumulatedStats(c10::DeviceIndex device) { allocator().resetAccumulatedStats(device); }
 std::string memorySummary(c10::DeviceIndex device) { return allocator().device(device).summary(); }
+
+void endTrainingStep() {
+  if (!allocatorSettings().expandable_segments) return;
+  allocator().forEachStarted([](DeviceCachingAllocator& device) { device.endStep(); });
+}
+
+StepPlanStats stepPlanStats(c10::DeviceIndex device) {
+  return allocator().device(device).stepPlanStats();
+}
 
 void recordHistory(bool enabled, CreateContextFn context_fn, size_t max_entries,
                    RecordContext when, bool clear) {

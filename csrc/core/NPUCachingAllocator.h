@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "csrc/core/NPUStepPlanner.h"
 #include "csrc/core/NPUStream.h"
 
 namespace c10_npu::NPUCachingAllocator {
@@ -22,6 +23,11 @@ void resetPeakStats(c10::DeviceIndex device);
 void resetAccumulatedStats(c10::DeviceIndex device);
 // A short table of the device's current / peak usage (part of the out-of-memory message).
 std::string memorySummary(c10::DeviceIndex device);
+
+// The end of a training step (torch_npu calls it after every optimizer step). With expandable
+// segments, each device's step planner plans the next steps' addresses from the step just ended.
+void endTrainingStep();
+StepPlanStats stepPlanStats(c10::DeviceIndex device);
 
 // Memory history of every device: `context_fn` gathers the stack of an allocation (called with no
 // allocator lock held); `when` says which events keep one; `max_entries` bounds the event ring.

@@ -47,7 +47,10 @@ Block* DeviceCachingAllocator::malloc(size_t request, nrtStream_t stream) {
   if (collect) {
     for (Block* b : pool.blocks) ++b->gc_count;
   }
-  Block* block = findFreeBlock(settings, pool, stream, size);
+  // A recurring step's request first tries the address its step plan gave it.
+  char* planned = settings.expandable_segments ? planner_.propose(size, stream) : nullptr;
+  Block* block = planned ? takeFreeRange(pool, stream, planned, size) : nullptr;
+  if (block == nullptr) block = findFreeBlock(settings, pool, stream, size);
   if (block == nullptr) {
     if (collect) collectGarbage(settings);
     block = settings.expandable_segments ? growExpandable(pool, stream, size, context)
@@ -71,6 +74,10 @@ Block* DeviceCachingAllocator::malloc(size_t request, nrtStream_t stream) {
     throwOutOfMemory(request, lock);
   }
   block = splitAndActivate(block, pool, size, request);
+  if (settings.expandable_segments) {
+    block->plan_step = planner_.step();
+    block->plan_index = planner_.onAlloc(size, stream, planned != nullptr, block->ptr == planned);
+  }
   block->context = std::move(context);
   reportToProfiler(block, static_cast<int64_t>(block->size));
   if (record_history_.load(std::memory_order_relaxed)) {
@@ -129,6 +136,7 @@ void DeviceCachingAllocator::emptyCache() {
   std::lock_guard<std::mutex> lock(mutex_);
   processEvents();
   releaseCachedBlocks();
+  planner_.reset();  // its addresses may be unmapped now
 }
 
 void DeviceCachingAllocator::setMemoryFraction(double fraction) {
@@ -198,6 +206,7 @@ Block* DeviceCachingAllocator::findFreeBlock(const AllocatorSettings& settings, 
     return nullptr;
   }
   recycler_.erase(pool.blocks, it);
+  if (pool.is_shared) recycler_.erase(pool.by_address, block);
   block->gc_count = 0;
   if (block->is_split()) {
     forEachStat(block, [&](StatType t) {
@@ -254,7 +263,7 @@ Block* DeviceCachingAllocator::splitAndActivate(Block* block, BlockPool& pool, s
                          : (size < settings.max_split_size && remaining > kSmallSize);
   if (split) {
     Block* rest = splitOff(block, size);
-    recycler_.insert(pool.blocks, rest);
+    addFree(pool, rest);
     forEachStat(rest, [&](StatType t) {
       stats_.inactive_split[idx(t)].increase(1);
       stats_.inactive_split_bytes[idx(t)].increase(remaining);
@@ -293,6 +302,7 @@ Block* DeviceCachingAllocator::splitOff(Block* block, size_t offset) {
 // Returns a no-longer-used block to its pool (active stats), merging it with free neighbours.
 void DeviceCachingAllocator::freeBlock(Block* block) {
   const size_t original = block->size;
+  if (block->pool->is_shared) planner_.onFree(block->plan_step, block->plan_index);
   forEachStat(block, [&](StatType t) {
     stats_.active[idx(t)].decrease(1);
     stats_.active_bytes[idx(t)].decrease(original);
@@ -311,7 +321,7 @@ void DeviceCachingAllocator::insertFree(Block* block) {
     if (!neighbour || neighbour->allocated || neighbour->pending_events > 0 || !neighbour->mapped) {
       continue;
     }
-    recycler_.erase(pool.blocks, neighbour);
+    removeFree(pool, neighbour);
     forEachStat(neighbour, [&](StatType t) {
       stats_.inactive_split[idx(t)].decrease(1);
       stats_.inactive_split_bytes[idx(t)].decrease(neighbour->size);
@@ -320,13 +330,23 @@ void DeviceCachingAllocator::insertFree(Block* block) {
     recycler_.deleteBlock(neighbour);
   }
   block->gc_count = 0;
-  recycler_.insert(pool.blocks, block);
+  addFree(pool, block);
   if (block->is_split()) {
     forEachStat(block, [&](StatType t) {
       stats_.inactive_split[idx(t)].increase(1);
       stats_.inactive_split_bytes[idx(t)].increase(block->size);
     });
   }
+}
+
+void DeviceCachingAllocator::addFree(BlockPool& pool, Block* block) {
+  recycler_.insert(pool.blocks, block);
+  if (pool.is_shared) recycler_.insert(pool.by_address, block);
+}
+
+void DeviceCachingAllocator::removeFree(BlockPool& pool, Block* block) {
+  recycler_.erase(pool.blocks, block);
+  if (pool.is_shared) recycler_.erase(pool.by_address, block);
 }
 
 void DeviceCachingAllocator::processEvents() {

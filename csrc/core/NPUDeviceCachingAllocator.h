@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "csrc/core/NPUBlockPool.h"
+#include "csrc/core/NPUStepPlanner.h"
 
 namespace c10_npu::NPUCachingAllocator {
 
@@ -67,6 +68,10 @@ class DeviceCachingAllocator {
   void resetPeak();
   void resetAccumulated();
   std::string summary();
+  // The end of a training step (after each optimizer step): with expandable segments, the step
+  // planner plans the next steps' addresses from this one.
+  void endStep();
+  StepPlanStats stepPlanStats();
 
   // Memory history (torch.npu.memory._record_memory_history / _snapshot).
   void recordHistory(bool enabled, CreateContextFn context_fn, size_t max_entries,
@@ -84,6 +89,8 @@ class DeviceCachingAllocator {
   void reportToProfiler(const Block* block, int64_t delta);
   void freeBlock(Block* block);
   void insertFree(Block* block);
+  void addFree(BlockPool& pool, Block* block);
+  void removeFree(BlockPool& pool, Block* block);
   void processEvents();
   void synchronizePendingEvents();
   void synchronizeDevice();
@@ -101,6 +108,7 @@ class DeviceCachingAllocator {
   void unmapFreePages(Block* block);
   Block* splitOff(Block* block, size_t offset);
   void insertUnmapped(Block* block);
+  Block* takeFreeRange(BlockPool& pool, nrtStream_t stream, char* ptr, size_t size);
 
   // History (NPUMemoryHistory.cpp).
   std::shared_ptr<c10::GatheredContext> maybeGatherContext(RecordContext level);
@@ -131,6 +139,7 @@ class DeviceCachingAllocator {
   // pages. Its reserve and segments count in the large pool; its blocks by their size class.
   BlockPool expandable_{false, /*shared=*/true};
   BlockRecycler recycler_;
+  StepPlanner planner_;  // addresses of recurring steps' requests in the expandable range
   std::list<std::unique_ptr<Segment>> segments_;
   std::deque<std::pair<nrtEvent_t, Block*>> pending_;
   size_t limit_ = 0;  // 0: the device's capacity is the only limit

@@ -1,6 +1,6 @@
 // NPUExpandableSegments.cpp - expandable_segments:True: one reserved address range per stream,
 // shared by blocks of every size, whose pages are mapped as it grows and unmapped when the cache is
-// emptied, so that the reserve follows the working set.
+// emptied, so that the reserve follows the working set; recurring steps take their planned addresses.
 #include <c10/core/DeviceGuard.h>
 
 #include "csrc/core/NPUDeviceCachingAllocator.h"
@@ -114,7 +114,7 @@ void DeviceCachingAllocator::unmapFreePages(Block* block) {
     recordTrace(TraceEntry::SEGMENT_UNMAP, reinterpret_cast<size_t>(first), bytes, block->stream,
                 nullptr);
   }
-  pool.blocks.erase(block);
+  removeFree(pool, block);
   if (block->is_split()) {
     forEachStat(block, [&](StatType t) {
       stats_.inactive_split[idx(t)].decrease(1);
@@ -141,6 +141,67 @@ void DeviceCachingAllocator::insertUnmapped(Block* block) {
     recycler_.deleteBlock(neighbour);
   }
   recycler_.insert(pool.unmapped, block);
+}
+
+// Takes [ptr, ptr + size) out of the free block that holds it (the part before it stays free; the
+// caller splits off the part after it), or returns nullptr if that range is not free on `stream`.
+Block* DeviceCachingAllocator::takeFreeRange(BlockPool& pool, nrtStream_t stream, char* ptr,
+                                             size_t size) {
+  auto it = pool.by_address.upper_bound(static_cast<const void*>(ptr));
+  if (it == pool.by_address.begin()) return nullptr;
+  Block* block = *--it;
+  char* const begin = static_cast<char*>(block->ptr);
+  if (block->stream != stream || ptr + size > begin + block->size) return nullptr;
+  removeFree(pool, block);
+  block->gc_count = 0;
+  if (block->is_split()) {
+    forEachStat(block, [&](StatType t) {
+      stats_.inactive_split[idx(t)].decrease(1);
+      stats_.inactive_split_bytes[idx(t)].decrease(block->size);
+    });
+  }
+  if (ptr == begin) return block;
+  Block* taken = splitOff(block, static_cast<size_t>(ptr - begin));
+  addFree(pool, block);
+  forEachStat(block, [&](StatType t) {
+    stats_.inactive_split[idx(t)].increase(1);
+    stats_.inactive_split_bytes[idx(t)].increase(block->size);
+  });
+  return taken;
+}
+
+// Hands the step planner what the next step may use: per stream's expandable segment, the ranges
+// held by live blocks (or not mapped), and which of this step's requests are still alive where.
+void DeviceCachingAllocator::endStep() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!allocatorSettings().expandable_segments) {
+    planner_.reset();
+    return;
+  }
+  std::vector<PlanSpace> spaces;
+  std::vector<std::pair<uint32_t, char*>> live;
+  for (const auto& segment : segments_) {
+    if (!segment->expandable || segment->pool != &expandable_) continue;
+    PlanSpace space{segment->stream, segment->base, segment->base + segment->size, {}};
+    for (Block* b = segment->head; b != nullptr; b = b->next) {
+      const bool in_use = b->allocated || b->pending_events > 0;
+      if (b->mapped && !in_use) continue;
+      char* const p = static_cast<char*>(b->ptr);
+      if (!space.occupied.empty() && space.occupied.back().second == p) {
+        space.occupied.back().second = p + b->size;
+      } else {
+        space.occupied.emplace_back(p, p + b->size);
+      }
+      if (in_use && b->plan_step == planner_.step()) live.emplace_back(b->plan_index, p);
+    }
+    spaces.push_back(std::move(space));
+  }
+  planner_.endStep(spaces, live);
+}
+
+StepPlanStats DeviceCachingAllocator::stepPlanStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return planner_.stats();
 }
 
 }  // namespace c10_npu::NPUCachingAllocator

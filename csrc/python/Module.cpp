@@ -101,6 +101,17 @@ PYBIND11_MODULE(_C, m) {
     c10_npu::option::SetOption(name, value);
   });
   m.def("_get_option", [](const std::string& name) { return c10_npu::option::GetOption(name); });
+  m.def("_end_training_step", [] { c10_npu::NPUCachingAllocator::endTrainingStep(); });
+  m.def("_step_plan_stats", [](int device) {
+    const auto s = c10_npu::NPUCachingAllocator::stepPlanStats(static_cast<c10::DeviceIndex>(device));
+    py::dict d;
+    d["steps"] = s.steps;
+    d["plans"] = s.plans;
+    d["planned_steps"] = s.planned_steps;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    return d;
+  });
   m.def("_memory_summary_short", [](int device) {
     return c10_npu::NPUCachingAllocator::memorySummary(static_cast<c10::DeviceIndex>(device));
   });

@@ -3,8 +3,10 @@
 import collections
 import pickle
 import sys
+import weakref
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torch_npu import _C
 from torch_npu.npu.device import _index
@@ -153,6 +155,42 @@ def _dump_snapshot(filename="dump_snapshot.pickle") -> None:
 def _set_allocator_settings(settings: str) -> None:
     """Replace the caching allocator's settings (PYTORCH_NPU_ALLOC_CONF syntax) from now on."""
     _C._set_allocator_settings(settings)
+
+
+def _end_training_step() -> None:
+    """The end of a training step. With expandable segments the allocator plans the next steps'
+    addresses from the step just ended; a loop that repeats them is then served from the plan."""
+    _C._end_training_step()
+
+
+_pacer = None  # weak reference to the optimizer whose steps delimit training steps
+
+
+def _on_npu(optimizer) -> bool:
+    return any(p.device.type == "npu" for group in optimizer.param_groups for p in group["params"])
+
+
+def _after_optimizer_step(optimizer, args, kwargs) -> None:
+    """Global optimizer post-hook. A loop may step several optimizers (a GAN's two, or a CPU one
+    alongside): the first one with npu parameters to step paces the steps, until it is collected."""
+    global _pacer
+    pacer = _pacer() if _pacer is not None else None
+    if pacer is None:
+        if not _on_npu(optimizer):
+            return
+        _pacer = weakref.ref(optimizer)
+        pacer = optimizer
+    if optimizer is pacer:
+        _end_training_step()
+
+
+register_optimizer_step_post_hook(_after_optimizer_step)
+
+
+def _step_plan_stats(device=None) -> dict:
+    """What the expandable segments' step planner did on `device`: step boundaries seen, plans
+    built, steps served entirely from a plan, requests placed as planned, planned requests missed."""
+    return _C._step_plan_stats(_dev(device))
 
 
 def get_allocator_backend() -> str:
