@@ -53,19 +53,21 @@ void StepPlanner::endStep(const std::vector<PlanSpace>& spaces,
       ++stats_.planned_steps;
       failures_ = 0;
     } else {
-      // Plan again from this step at once the first two times (the first steps of a training loop
-      // differ: the optimizer creates its state), then less and less often: a loop whose steps
-      // never repeat is not worth planning.
       plan_.clear();
-      ++failures_;
-      wait_ = failures_ >= 2 ? (1u << std::min(failures_ - 1, 6u)) - 1 : 0;
+      backOff();
     }
+  }
+  // A request overlapped its previous instance only if that was freed during this step: a block of
+  // the same index that stays alive (optimizer state made in the first step) is another tensor.
+  for (size_t i = 0; i < requests_.size() && i < previous_alive_.size(); ++i) {
+    if (previous_alive_[i] != 0) requests_[i].overlaps_previous = false;
   }
   if (plan_.empty() && !overflow_ && !requests_.empty()) {
     if (wait_ > 0) {
       --wait_;
     } else {
       build(spaces, live);
+      if (plan_.empty()) backOff();
     }
   }
   previous_alive_.assign(requests_.size(), 0);
@@ -76,6 +78,15 @@ void StepPlanner::endStep(const std::vector<PlanSpace>& spaces,
   clock_ = 0;
   overflow_ = diverged_ = missed_ = false;
   ++step_;
+}
+
+// After a plan the next step did not follow, or one that did not fit: plan again from the next step
+// the first three times (the first steps of a training loop differ: the optimizer creates its state,
+// loop variables start holding the previous step's tensors), then less and less often: a loop whose
+// steps never repeat is not worth planning.
+void StepPlanner::backOff() {
+  ++failures_;
+  wait_ = failures_ >= 3 ? (1u << std::min(failures_ - 2, 6u)) - 1 : 0;
 }
 
 void StepPlanner::reset() {
@@ -113,7 +124,8 @@ char* lowestFit(char* begin, size_t size, const std::vector<Range>& a, const std
 // (the next step's request of the same index reuses it once they are freed); those that overlap
 // their next instance get a second address for every other step. The others, largest first, each
 // go to the lowest address that no live block, unmapped page, second address or already placed
-// request overlapping it in time occupies. Requests that fit nowhere are left to best fit.
+// request overlapping it in time occupies. A plan that does not fit in the mapped pages is dropped:
+// planning never maps more than best fit did.
 void StepPlanner::build(const std::vector<PlanSpace>& spaces,
                         const std::vector<std::pair<uint32_t, char*>>& live) {
   const size_t n = requests_.size();
@@ -137,8 +149,8 @@ void StepPlanner::build(const std::vector<PlanSpace>& spaces,
     if (!requests_[index].overlaps_previous || s < 0) continue;
     char* at = lowestFit(spaces[s].begin, requests_[index].size, taken[s], none);
     if (at + requests_[index].size > spaces[s].end) {
-      plan_[index].ptr = nullptr;  // no room for a second address: best fit
-      continue;
+      plan_.clear();  // no room for a second address in what is mapped
+      return;
     }
     plan_[index].alternate = at;
     taken[s].insert(std::upper_bound(taken[s].begin(), taken[s].end(), Range{at, at}),
@@ -155,7 +167,10 @@ void StepPlanner::build(const std::vector<PlanSpace>& spaces,
   for (uint32_t i : order) {
     const Request& r = requests_[i];
     const int s = spaceOf(r.stream);
-    if (s < 0) continue;
+    if (s < 0) {
+      plan_.clear();
+      return;
+    }
     busy.clear();
     for (uint32_t j : placed) {
       const Request& o = requests_[j];
@@ -165,7 +180,11 @@ void StepPlanner::build(const std::vector<PlanSpace>& spaces,
     }
     std::sort(busy.begin(), busy.end());
     char* at = lowestFit(spaces[s].begin, r.size, taken[s], busy);
-    if (at + r.size > spaces[s].end) continue;
+    if (at + r.size > spaces[s].end) {
+      // The plan would need pages that best fit did without: keep best fit (and try again later).
+      plan_.clear();
+      return;
+    }
     plan_[i].ptr = at;
     placed.push_back(i);
   }

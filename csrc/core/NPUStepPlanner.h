@@ -25,7 +25,7 @@ struct PlanSpace {
 // What the planner has done, for tests and the benchmark's analysis.
 struct StepPlanStats {
   uint64_t steps = 0;        // step boundaries seen
-  uint64_t plans = 0;        // plans built
+  uint64_t plans = 0;        // plans built (that fit in the mapped pages)
   uint64_t planned_steps = 0;  // steps whose every request was served from the plan
   uint64_t hits = 0;         // requests served at their planned address
   uint64_t misses = 0;       // planned requests whose address was taken (served by best fit)
@@ -65,8 +65,9 @@ class StepPlanner {
     nrtStream_t stream;
     uint32_t alloc_time;
     uint32_t free_time = kAlive;  // in this step's clock; kAlive: still allocated at its end
-    // The previous step's request of the same index was still alive when this one was made (a
-    // loop variable such as `loss` holds last step's tensor until the new one replaces it).
+    // The previous step's request of the same index was still alive when this one was made, and
+    // was freed later in this step (a loop variable such as `loss` holds the last step's tensor
+    // until the new one replaces it).
     bool overlaps_previous = false;
   };
   struct Placement {
@@ -79,6 +80,7 @@ class StepPlanner {
   };
   void build(const std::vector<PlanSpace>& spaces,
              const std::vector<std::pair<uint32_t, char*>>& live);
+  void backOff();
 
   std::vector<Request> requests_;  // this step's, in order
   std::vector<uint8_t> previous_alive_;  // per request of the previous step: not freed yet
