@@ -146,11 +146,12 @@ METHOD = [
     "one `loss.item()`; models are defined in `bench/models.py` (CNN: 3 conv-BN-ReLU stages, batch 16 "
     "of 3x32x32, SGD with momentum; transformer: 2 pre-norm blocks, width 128, 4 heads, context 64, "
     "batch 8, AdamW).",
-    "- Allocator: the cache is emptied and peaks reset, then 3 warm-up steps and 20 measured steps "
-    "(with expandable segments the step planner serves the steps from the third on); "
-    "device segment allocations are the `segment.all.allocated` delta of `torch.npu.memory_stats()`; "
-    "the peaks are taken above what earlier sections still hold (their live tensors and the segments "
-    "those pin are not the model's reserve).",
+    "- Allocator: each model and setting runs in a fresh process (tensors that earlier sections keep "
+    "alive would pin segments whose free parts serve the loop without counting as its reserve): "
+    "3 repeats of 3 warm-up steps and 20 measured steps, the cache emptied and peaks reset before each "
+    "(with expandable segments the step planner serves the steps from the third on); device "
+    "allocations are the `num_device_alloc` delta of `torch.npu.memory_stats()` (segments and page "
+    "mappings).",
     "- Where npu beats the CPU on large elementwise kernels (add, softmax) the difference is memory, not "
     "arithmetic: CPU eager allocates a fresh 64 MB output on every call (glibc maps it and page-faults it "
     "in; `torch.add(a, b, out=o)` on the CPU is ~2.5x faster than `a + b` here), while the npu caching "

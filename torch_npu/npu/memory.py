@@ -174,6 +174,8 @@ def _after_optimizer_step(optimizer, args, kwargs) -> None:
     """Global optimizer post-hook. A loop may step several optimizers (a GAN's two, or a CPU one
     alongside): the first one with npu parameters to step paces the steps, until it is collected."""
     global _pacer
+    if torch.compiler.is_compiling():
+        return  # traced into a compiled step, a call here would break its graph: no step ends there
     pacer = _pacer() if _pacer is not None else None
     if pacer is None:
         if not _on_npu(optimizer):
