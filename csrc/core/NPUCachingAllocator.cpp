@@ -74,9 +74,6 @@ class NPUAllocator final : public c10::DeviceAllocator {
     return {free_bytes, total};
   }
 
-  // In a forked child: the parent's device memory belongs to a runtime the child abandoned. The
-  // per-device allocators (and whatever locks parent threads held in them) are leaked; blocks of
-  // the parent's tensors are then foreign to the new ones, whose free() ignores them.
   // Every initialised device's allocator (none before the first allocation).
   template <typename F>
   void forEachStarted(F f) {
@@ -84,6 +81,9 @@ class NPUAllocator final : public c10::DeviceAllocator {
     for (auto& device : devices_) f(*device);
   }
 
+  // In a forked child: the parent's device memory belongs to a runtime the child abandoned. The
+  // per-device allocators (and whatever locks parent threads held in them) are leaked; blocks of
+  // the parent's tensors are then foreign to the new ones, whose free() ignores them.
   void forgetAfterFork() noexcept {
     for (auto& device : devices_) (void)device.release();
     devices_.clear();
@@ -137,7 +137,6 @@ void resetAccumulatedStats(c10::DeviceIndex device) { allocator().resetAccumulat
 std::string memorySummary(c10::DeviceIndex device) { return allocator().device(device).summary(); }
 
 void endTrainingStep() {
-  if (!allocatorSettings().expandable_segments) return;
   allocator().forEachStarted([](DeviceCachingAllocator& device) { device.endStep(); });
 }
 

@@ -205,15 +205,7 @@ Block* DeviceCachingAllocator::findFreeBlock(const AllocatorSettings& settings, 
       block->size >= size + settings.max_non_split_rounding_size) {
     return nullptr;
   }
-  recycler_.erase(pool.blocks, it);
-  if (pool.is_shared) recycler_.erase(pool.by_address, block);
-  block->gc_count = 0;
-  if (block->is_split()) {
-    forEachStat(block, [&](StatType t) {
-      stats_.inactive_split[idx(t)].decrease(1);
-      stats_.inactive_split_bytes[idx(t)].decrease(block->size);
-    });
-  }
+  removeFree(pool, it);
   return block;
 }
 
@@ -262,12 +254,7 @@ Block* DeviceCachingAllocator::splitAndActivate(Block* block, BlockPool& pool, s
                          ? remaining >= kMinBlockSize
                          : (size < settings.max_split_size && remaining > kSmallSize);
   if (split) {
-    Block* rest = splitOff(block, size);
-    addFree(pool, rest);
-    forEachStat(rest, [&](StatType t) {
-      stats_.inactive_split[idx(t)].increase(1);
-      stats_.inactive_split_bytes[idx(t)].increase(remaining);
-    });
+    addFree(pool, splitOff(block, size));
   }
   block->allocated = true;
   block->requested = request;
@@ -322,31 +309,44 @@ void DeviceCachingAllocator::insertFree(Block* block) {
       continue;
     }
     removeFree(pool, neighbour);
-    forEachStat(neighbour, [&](StatType t) {
-      stats_.inactive_split[idx(t)].decrease(1);
-      stats_.inactive_split_bytes[idx(t)].decrease(neighbour->size);
-    });
     absorbNeighbour(block, neighbour);
     recycler_.deleteBlock(neighbour);
   }
-  block->gc_count = 0;
   addFree(pool, block);
-  if (block->is_split()) {
-    forEachStat(block, [&](StatType t) {
-      stats_.inactive_split[idx(t)].increase(1);
-      stats_.inactive_split_bytes[idx(t)].increase(block->size);
-    });
-  }
 }
 
+// A free block enters its pool's free sets (by size, and by address in the expandable pool) with its
+// garbage-collection age reset; while listed, a split block counts as an inactive split.
 void DeviceCachingAllocator::addFree(BlockPool& pool, Block* block) {
+  block->gc_count = 0;
   recycler_.insert(pool.blocks, block);
   if (pool.is_shared) recycler_.insert(pool.by_address, block);
+  countInactiveSplit(block, true);
+}
+
+void DeviceCachingAllocator::removeFree(BlockPool& pool, BlockSet::const_iterator it) {
+  Block* block = *it;
+  recycler_.erase(pool.blocks, it);
+  if (pool.is_shared) recycler_.erase(pool.by_address, block);
+  countInactiveSplit(block, false);
 }
 
 void DeviceCachingAllocator::removeFree(BlockPool& pool, Block* block) {
-  recycler_.erase(pool.blocks, block);
-  if (pool.is_shared) recycler_.erase(pool.by_address, block);
+  auto it = pool.blocks.find(block);
+  if (it != pool.blocks.end()) removeFree(pool, it);
+}
+
+void DeviceCachingAllocator::countInactiveSplit(const Block* block, bool listed) {
+  if (!block->is_split()) return;
+  forEachStat(block, [&](StatType t) {
+    if (listed) {
+      stats_.inactive_split[idx(t)].increase(1);
+      stats_.inactive_split_bytes[idx(t)].increase(block->size);
+    } else {
+      stats_.inactive_split[idx(t)].decrease(1);
+      stats_.inactive_split_bytes[idx(t)].decrease(block->size);
+    }
+  });
 }
 
 void DeviceCachingAllocator::processEvents() {

@@ -90,7 +90,9 @@ class DeviceCachingAllocator {
   void freeBlock(Block* block);
   void insertFree(Block* block);
   void addFree(BlockPool& pool, Block* block);
+  void removeFree(BlockPool& pool, BlockSet::const_iterator it);
   void removeFree(BlockPool& pool, Block* block);
+  void countInactiveSplit(const Block* block, bool listed);
   void processEvents();
   void synchronizePendingEvents();
   void synchronizeDevice();

@@ -115,12 +115,6 @@ void DeviceCachingAllocator::unmapFreePages(Block* block) {
                 nullptr);
   }
   removeFree(pool, block);
-  if (block->is_split()) {
-    forEachStat(block, [&](StatType t) {
-      stats_.inactive_split[idx(t)].decrease(1);
-      stats_.inactive_split_bytes[idx(t)].decrease(block->size);
-    });
-  }
   Block* hole = first > begin ? splitOff(block, static_cast<size_t>(first - begin)) : block;
   Block* tail = last < end ? splitOff(hole, static_cast<size_t>(last - first)) : nullptr;
   hole->mapped = false;
@@ -153,20 +147,9 @@ Block* DeviceCachingAllocator::takeFreeRange(BlockPool& pool, nrtStream_t stream
   char* const begin = static_cast<char*>(block->ptr);
   if (block->stream != stream || ptr + size > begin + block->size) return nullptr;
   removeFree(pool, block);
-  block->gc_count = 0;
-  if (block->is_split()) {
-    forEachStat(block, [&](StatType t) {
-      stats_.inactive_split[idx(t)].decrease(1);
-      stats_.inactive_split_bytes[idx(t)].decrease(block->size);
-    });
-  }
   if (ptr == begin) return block;
   Block* taken = splitOff(block, static_cast<size_t>(ptr - begin));
   addFree(pool, block);
-  forEachStat(block, [&](StatType t) {
-    stats_.inactive_split[idx(t)].increase(1);
-    stats_.inactive_split_bytes[idx(t)].increase(block->size);
-  });
   return taken;
 }
 
