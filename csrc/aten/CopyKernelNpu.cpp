@@ -4,9 +4,14 @@
 // stream over zero-copy views.
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vector>
 
 #include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/NpuNativeFunctions.h"
+#include "csrc/core/NPUCachingAllocator.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUHostAllocator.h"
 #include "csrc/core/NPUStream.h"
@@ -101,8 +106,38 @@ void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
   }
 }
 
+// Host pages in [p, p + n) that no one has touched yet (they will take host memory when written).
+size_t freshHostBytes(const void* p, size_t n) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page * page;
+  std::vector<unsigned char> resident((end - begin) / page);
+  if (mincore(reinterpret_cast<void*>(begin), end - begin, resident.data()) != 0) return 0;
+  size_t fresh = 0;
+  for (unsigned char r : resident) fresh += (r & 1) ? 0 : page;
+  return fresh;
+}
+
+// The software NPU's device memory is host memory too: a copy to the host that would need more fresh
+// host pages than the host has left raises OutOfMemoryError, instead of the kernel killing the
+// process halfway through it. Small copies, and copies the host has room for anyway, skip the check.
+void checkHostRoomFor(const at::Tensor& dst) {
+  const size_t nbytes = dst.nbytes();
+  if (nbytes < (size_t{64} << 20)) return;
+  size_t room = 0, total = 0;
+  if (nrtHostMemGetInfo(&room, &total) != NRT_SUCCESS || nbytes <= room) return;
+  const size_t fresh = freshHostBytes(dst.const_data_ptr(), nbytes);
+  TORCH_CHECK_WITH(OutOfMemoryError, fresh <= room, "NPU to host copy out of memory: copying ",
+                   c10_npu::NPUCachingAllocator::formatBytes(nbytes), " from npu to the host needs ", c10_npu::NPUCachingAllocator::formatBytes(fresh),
+                   " more host memory, but the host can spare only ", c10_npu::NPUCachingAllocator::formatBytes(room), " (of ",
+                   c10_npu::NPUCachingAllocator::formatBytes(total), "). The software NPU's device memory is host memory: free npu ",
+                   "tensors you no longer need (or torch.npu.empty_cache()), copy in smaller pieces, or use fewer "
+                   "devices.");
+}
+
 void copyNpuToHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   c10::DeviceGuard guard(src.device());
+  checkHostRoomFor(dst);
   NPUStream stream = c10_npu::getCurrentNPUStream(src.device().index());
   const bool async = non_blocking && c10_npu::isPinnedPtr(dst.storage().data());
   if (!async && bytewiseCopyable(src, dst) &&

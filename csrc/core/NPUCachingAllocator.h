@@ -15,6 +15,9 @@ namespace c10_npu::NPUCachingAllocator {
 // The registered c10::DeviceAllocator for PrivateUse1.
 c10::DeviceAllocator* get();
 
+// "1.50 GiB": sizes in out-of-memory messages.
+std::string formatBytes(int64_t bytes);
+
 void recordStream(const c10::DataPtr& ptr, NPUStream stream);
 void emptyCache();
 void setMemoryFraction(double fraction, c10::DeviceIndex device);

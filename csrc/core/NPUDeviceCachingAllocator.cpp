@@ -16,6 +16,10 @@ using StatArray = c10::CachingAllocator::StatArray;
 
 namespace {
 
+size_t idx(StatType t) { return static_cast<size_t>(t); }
+
+}  // namespace
+
 std::string formatBytes(int64_t bytes) {
   std::ostringstream os;
   os.precision(2);
@@ -26,10 +30,6 @@ std::string formatBytes(int64_t bytes) {
   else os << bytes / 1073741824.0 << " GiB";
   return os.str();
 }
-
-size_t idx(StatType t) { return static_cast<size_t>(t); }
-
-}  // namespace
 
 DeviceCachingAllocator::DeviceCachingAllocator(int device) : device_(device) {
   if (nrtMemGetAllocationGranularity(&page_size_) != NRT_SUCCESS) page_size_ = 4096;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "csrc/core/NPUBlockingWait.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUTrace.h"
 
@@ -86,14 +87,14 @@ void set_device_unchecked(c10::DeviceIndex device) noexcept {
 void device_synchronize(c10::DeviceIndex device) {
   check_device_index(device);
   const c10::DeviceIndex prev = current_device();
-  if (prev == device) {
-    NPU_CHECK(nrtDeviceSynchronize());
-  } else {
-    NPU_CHECK(nrtSetDevice(device));
-    nrtError_t err = nrtDeviceSynchronize();
-    nrtSetDevice(prev);
-    NPU_CHECK(err);
+  if (prev != device) NPU_CHECK(nrtSetDevice(device));
+  nrtError_t err;
+  {
+    BlockingWaitScope wait;
+    err = nrtDeviceSynchronize();
   }
+  if (prev != device) nrtSetDevice(prev);
+  NPU_CHECK(err);
   trace::deviceSynchronized();
 }
 

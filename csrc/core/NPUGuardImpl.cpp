@@ -2,6 +2,7 @@
 #include "csrc/core/NPUGuardImpl.h"
 
 #include "csrc/core/NPUCachingAllocator.h"
+#include "csrc/core/NPUBlockingWait.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
@@ -91,7 +92,12 @@ void NPUGuardImpl::destroyEvent(void* event, const c10::DeviceIndex) const noexc
 
 void NPUGuardImpl::synchronizeEvent(void* event) const {
   if (event == nullptr) return;
-  NPU_CHECK(nrtEventSynchronize(static_cast<nrtEvent_t>(event)));
+  nrtError_t err;
+  {
+    BlockingWaitScope wait;
+    err = nrtEventSynchronize(static_cast<nrtEvent_t>(event));
+  }
+  NPU_CHECK(err);
   trace::eventSynchronized(event);
 }
 

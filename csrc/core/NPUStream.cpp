@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "csrc/core/NPUBlockingWait.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUTrace.h"
@@ -91,7 +92,14 @@ bool NPUStream::query() const {
 }
 
 void NPUStream::synchronize() const {
-  NPU_CHECK(nrtStreamSynchronize(handle()));
+  nrtError_t err;
+  if (nrtStreamQuery(handle()) == NRT_ERROR_NOT_READY) {
+    BlockingWaitScope wait;
+    err = nrtStreamSynchronize(handle());
+  } else {
+    err = nrtStreamSynchronize(handle());  // idle: returns at once (with a pending task error, if any)
+  }
+  NPU_CHECK(err);
   trace::streamSynchronized(stream_);
 }
 

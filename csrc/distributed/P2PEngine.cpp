@@ -22,7 +22,7 @@ std::string errorText(const std::exception& e) {
 // Releases the device tensors before reporting: once a wait on the transfer returns, its memory is
 // the caller's again.
 void finish(P2PEngine::Op& op, const std::string& error) {
-  op.keepalive.clear();
+  op.keepalive.reset();
   op.finished(error);
 }
 

@@ -16,6 +16,8 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include "csrc/framework/DeferredRelease.h"
+
 namespace c10d_npu {
 
 class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
@@ -31,7 +33,8 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
     std::function<std::string(const std::vector<int64_t>& sender_header)> check;
     std::function<void()> on_received;                 // copies staging back, if any
     std::function<void(const std::string&)> finished;  // "" on success, else the error
-    std::vector<at::Tensor> keepalive;                 // device tensors in use until finished
+    // The device tensor in use until finished (released off this thread: DeferredRelease.h).
+    at_npu::native::KeptAlive<at::Tensor> keepalive;
   };
 
   static std::shared_ptr<P2PEngine> create(c10::intrusive_ptr<c10d::Backend> data,

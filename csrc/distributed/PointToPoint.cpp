@@ -70,7 +70,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launchP2P(bool is_send, std::ve
   // Posting happens in stream order (the data to send is ready, the buffer to fill is free); the
   // transfer then proceeds off the stream, holding the tensor until it is done.
   at::Tensor view = at_npu::native::hostView(tensor);
-  at_npu::native::launchDeviceTask(comm, what, [state = state_, work, tensor, view, peer, tag, is_send, deadline,
+  // The task holds the tensor and the Work (which Python sees too) through KeptAlive: a stream
+  // worker must not drop them (DeferredRelease.h).
+  at_npu::native::KeptAlive<at::Tensor> held(tensor);
+  at_npu::native::KeptAlive<c10::intrusive_ptr<WorkHCCL>> kept_work(work);
+  at_npu::native::launchDeviceTask(comm, what, [state = state_, work = kept_work, held, view, peer, tag, is_send, deadline,
                                                 header, what, name = std::string(name), global_peer = state_->globalRank(peer)] {
     P2PEngine::Op op;
     op.is_send = is_send;
@@ -78,7 +82,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launchP2P(bool is_send, std::ve
     op.tag = tag;
     op.header = header.encode(0);
     op.deadline = deadline;
-    op.keepalive = {tensor};
+    op.keepalive = held;
     bool staged = !view.is_contiguous();
     op.payload = staged ? (is_send ? view.contiguous() : at::empty(view.sizes(), view.options())) : view;
     if (staged && !is_send) op.on_received = [view, staging = op.payload] { view.copy_(staging); };
@@ -101,7 +105,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launchP2P(bool is_send, std::ve
                transport;
       }
       if (!text.empty()) state->fail(what + " failed: " + text);  // before the Work reports it
-      work->markFinished(text);
+      (*work)->markFinished(text);
     };
     state->transport().p2p().submit(std::move(op));
   });

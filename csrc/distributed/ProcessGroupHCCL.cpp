@@ -9,6 +9,7 @@
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
 #include "csrc/distributed/StreamOrder.h"
+#include "csrc/framework/DeferredRelease.h"
 #include "csrc/framework/DeviceTask.h"
 
 namespace c10d_npu {
@@ -153,9 +154,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
   auto work = c10::make_intrusive<WorkHCCL>(rank_, c.op_type, seq, what, device, c.outputs,
                                             state_->env().blocking_wait, c.host_wait);
   bool writes_back = c.writesBack();
+  // Tasks hold the Work (and with it the outputs Python sees) through KeptAlive: a stream worker must
+  // not drop the last reference to it (DeferredRelease.h).
+  at_npu::native::KeptAlive<c10::intrusive_ptr<WorkHCCL>> kept_work(work);
   at_npu::native::launchDeviceTask(
       comm, what,
-      [state = state_, work, exchange, run = std::move(c.run), deadline, fp = c.fingerprint, seq, name = std::string(name),
+      [state = state_, work = kept_work, exchange, run = std::move(c.run), deadline, fp = c.fingerprint, seq, name = std::string(name),
        what, writes_back] {
         // Collectives queued behind a failed one do not wait for peers that will not come.
         std::string error = state->failure().empty() ? "" : "not run: an earlier collective of the group failed";
@@ -172,7 +176,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
         // failure finds the group unusable at its next collective.
         if (!error.empty()) state->fail(what + " failed: " + error);
         // With outputs to write back, the Work finishes after the write-back (below) unless it failed.
-        if (!error.empty() || !writes_back) work->markFinished(error);
+        if (!error.empty() || !writes_back) (*work)->markFinished(error);
         if (!error.empty()) throw std::runtime_error(error);
       });
   if (writes_back) {
@@ -182,7 +186,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
     } catch (const std::exception& e) {
       error = std::string("could not convert the result back into the tensor's storage format: ") + e.what();
     }
-    at_npu::native::launchDeviceTask(comm, what, [work, error] { work->markFinished(error); });
+    at_npu::native::launchDeviceTask(comm, what, [work = kept_work, error] { (*work)->markFinished(error); });
   }
   issuing.unlock();
   work->completeFutureOn(comm.unwrap());

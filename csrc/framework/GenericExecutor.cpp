@@ -339,6 +339,10 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (any_fresh && all_fresh && !upcast) out_op = plan.out_variant;
   std::vector<at::Tensor> fresh_views;
   for (const auto& t : fresh) fresh_views.push_back(hostView(t));
+  // The task keeps the outputs' geometry, not the outputs: they are Python's too, and a stream worker
+  // must not drop references to them (DeferredRelease.h).
+  std::vector<ViewGeometry> fresh_geometry;
+  for (const auto& v : fresh_views) fresh_geometry.push_back(ViewGeometry::of(v));
   if (out_op) {
     for (const auto& v : fresh_views) host.emplace_back(v);
   }
@@ -351,7 +355,7 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   launchDeviceTask(
       c10_npu::getCurrentNPUStream(device.index()), plan.name.c_str(),
       [functional = op, out_op, host = std::move(host), fresh_views = std::move(fresh_views),
-       fresh = std::move(fresh), any_fresh, written = std::move(written), nargs,
+       fresh_geometry = std::move(fresh_geometry), any_fresh, written = std::move(written), nargs,
        upcast]() mutable {
         const TaskOverflowCheck overflow(c10::ArrayRef<c10::IValue>(host.data(), nargs), functional.schema());
         const auto run = [&](const c10::OperatorHandle& kernel, torch::jit::Stack& s) {
@@ -390,7 +394,7 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
             run(functional, s);
             copy_out = true;
             // The failed kernel may have resized the views it was given: take fresh ones.
-            for (size_t i = 0; i < fresh.size(); ++i) fresh_views[i] = hostView(fresh[i]);
+            for (size_t i = 0; i < fresh_views.size(); ++i) fresh_geometry[i].restore(fresh_views[i]);
           }
         } else {
           run(functional, s);

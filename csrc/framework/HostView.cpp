@@ -34,4 +34,16 @@ at::Tensor hostView(const at::Tensor& npu_tensor) {
   return view;
 }
 
+ViewGeometry ViewGeometry::of(const at::Tensor& view) {
+  ViewGeometry g;
+  g.sizes.assign(view.sizes().begin(), view.sizes().end());
+  g.strides.assign(view.strides().begin(), view.strides().end());
+  g.offset = view.storage_offset();
+  return g;
+}
+
+void ViewGeometry::restore(const at::Tensor& view) const {
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, offset);
+}
+
 }  // namespace at_npu::native

@@ -13,4 +13,15 @@ namespace at_npu::native {
 // recorded with record_stream pass it), and goes back to the runtime only after a device sync.
 at::Tensor hostView(const at::Tensor& npu_tensor);
 
+// A host view's sizes, strides and offset, to put back after a CPU kernel resized the view (within
+// its fixed storage). Tasks keep this instead of the npu tensor the view came from.
+struct ViewGeometry {
+  c10::SmallVector<int64_t, 5> sizes;
+  c10::SmallVector<int64_t, 5> strides;
+  int64_t offset = 0;
+
+  static ViewGeometry of(const at::Tensor& view);
+  void restore(const at::Tensor& view) const;
+};
+
 }  // namespace at_npu::native

@@ -15,6 +15,7 @@
 
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/framework/DeferredRelease.h"
 #include "csrc/framework/DeviceTask.h"
 #include "csrc/framework/FormatCast.h"
 #include "csrc/framework/FormatHelper.h"
@@ -86,7 +87,9 @@ class CompiledKernel {
     }
     const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device ? *device : -1);
     at_npu::native::launchDeviceTask(
-        stream, what_, [entry = entry_, values = std::move(values), held = std::move(host_tensors)] {
+        stream, what_,
+        [entry = entry_, values = std::move(values),
+         held = at_npu::native::KeptAlive<std::vector<at::Tensor>>(std::move(host_tensors))] {
           char error[2048] = {0};
           if (entry(values.data(), error, sizeof(error)) != 0) throw std::runtime_error(error);
         });

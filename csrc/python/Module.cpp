@@ -5,12 +5,14 @@
 #include <npu/opslib.h>
 #include <torch/csrc/Generator.h>
 
+#include "csrc/core/NPUBlockingWait.h"
 #include "csrc/core/NPUCachingAllocator.h"
 #include "csrc/core/NPUDeviceInfo.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/core/NPUTrace.h"
+#include "csrc/framework/DeferredRelease.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/python/Distributed.h"
 #include "csrc/python/AccuracyBindings.h"
@@ -22,9 +24,28 @@
 
 namespace py = pybind11;
 
+namespace {
+bool pythonFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+// A blocking device wait lets go of the GIL if this thread holds it (csrc/core/NPUBlockingWait.h).
+void* releaseGilForWait() {
+  if (!Py_IsInitialized() || pythonFinalizing() || !PyGILState_Check()) return nullptr;
+  return PyEval_SaveThread();
+}
+
+void restoreGilAfterWait(void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); }
+}  // namespace
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
+  c10_npu::setBlockingWaitHooks(&releaseGilForWait, &restoreGilAfterWait);
   // A Python thread may take the GIL for a trace notification, unless it holds it with an exception
   // pending (a temporary freed while an error propagates): the notification would clobber it.
   c10_npu::trace::setPythonThreadCheck([] {
@@ -37,6 +58,12 @@ PYBIND11_MODULE(_C, m) {
   torch_npu::python::initMemoryBindings(m);
   torch_npu::python::initFormatBindings(m);
   torch_npu::python::initGraphBindings(m);
+  // What device tasks kept alive is released on a thread of its own (csrc/framework/DeferredRelease.h).
+  m.def("_drain_releases", [](bool stop) {
+    py::gil_scoped_release no_gil;  // the release thread may need it
+    at_npu::native::drainReleases(stop);
+  }, py::arg("stop") = false);
+  m.def("_release_counts", [] { return at_npu::native::releaseCounts(); });
   m.def("_set_npu_trace_enabled", [](bool enabled) { c10_npu::trace::setEnabled(enabled); });
   m.def("_op_stats", [] {
     py::dict out;

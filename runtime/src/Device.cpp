@@ -37,6 +37,8 @@ std::optional<int> ParseDeviceCount(std::string_view text) {
   return count;
 }
 
+}  // namespace
+
 // Accepts "1073741824", "64M", "16G", "1t", "512KiB", "2GB": binary multiples, as memory sizes are.
 std::optional<size_t> ParseByteSize(std::string_view text) {
   size_t digits = 0;
@@ -67,7 +69,6 @@ std::optional<size_t> ParseByteSize(std::string_view text) {
   return static_cast<size_t>(value << shift);
 }
 
-}  // namespace
 
 Config ReadConfigFromEnv() {
   Config config{kDefaultDeviceCount, kDefaultMemoryCapacity, kDefaultSocName, nullptr,

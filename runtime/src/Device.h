@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "npu/runtime.h"
 
@@ -31,6 +33,9 @@ void SetCurrentDevice(uint64_t generation, int device);
 
 // NRT_SUCCESS, or NRT_ERROR_INVALID_DEVICE with a message naming the configured count.
 nrtError_t CheckDevice(const Config& config, int64_t device);
+
+// "1073741824", "64M", "16G", "512KiB", "2GB" (binary multiples); nullopt for anything else or 0.
+std::optional<size_t> ParseByteSize(std::string_view text);
 
 // "64.00 MiB"; used wherever sizes appear in messages.
 std::string FormatBytes(size_t bytes);

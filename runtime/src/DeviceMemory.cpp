@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -40,18 +41,39 @@ DeviceMemory::~DeviceMemory() {
   for (const auto& [base, reservation] : reservations_) munmap(reservation.base, reservation.size);
 }
 
+size_t DeviceMemory::MappedTotal() const {
+  size_t total = pinned_used_;
+  for (size_t used : used_) total += used;
+  return total;
+}
+
 nrtError_t DeviceMemory::Account(int device, size_t size, size_t mapped_size) {
-  const size_t used = used_[device];
+  size_t& used = device == kPinnedHost ? pinned_used_ : used_[device];
+  if (device == kPinnedHost && mapped_size == 0) return NRT_SUCCESS;  // too large: mapping it fails
   // Reserved before mapping so that concurrent allocations cannot overshoot the capacity.
-  if (mapped_size != 0 && mapped_size <= capacity_ - used) {
-    used_[device] += mapped_size;
-    return NRT_SUCCESS;
+  if (device != kPinnedHost && (mapped_size == 0 || mapped_size > capacity_ - used)) {
+    return NPU_RT_FAIL(
+        NRT_ERROR_OUT_OF_MEMORY, "npu:", device, " out of memory: tried to allocate ",
+        FormatBytes(size), " (", size, " bytes) with ", FormatBytes(used), " (", used,
+        " bytes) in use of ", FormatBytes(capacity_), " (", capacity_,
+        " bytes) capacity; free device memory or set NPU_SIM_MEMORY to raise the limit");
   }
-  return NPU_RT_FAIL(
-      NRT_ERROR_OUT_OF_MEMORY, "npu:", device, " out of memory: tried to allocate ",
-      FormatBytes(size), " (", size, " bytes) with ", FormatBytes(used), " (", used,
-      " bytes) in use of ", FormatBytes(capacity_), " (", capacity_,
-      " bytes) capacity; free device memory or set NPU_SIM_MEMORY to raise the limit");
+  const size_t mapped = MappedTotal();
+  if (mapped_size > host_.Headroom(mapped, mapped_size)) {
+    return NPU_RT_FAIL(
+        NRT_ERROR_OUT_OF_MEMORY, Where(device), " out of memory: ", host_.Explain(mapped_size, mapped),
+        device == kPinnedHost ? std::string()
+                              : StrCat(" (npu:", device, " has ", FormatBytes(capacity_ - used), " of its ",
+                                       FormatBytes(capacity_), " capacity free)"),
+        "; free device or host memory, or use fewer or smaller devices (NPU_SIM_MEMORY)");
+  }
+  used += mapped_size;
+  return NRT_SUCCESS;
+}
+
+size_t DeviceMemory::HostHeadroom(size_t* total) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return host_.Headroom(MappedTotal(), /*request=*/0, /*fresh=*/true, total);
 }
 
 nrtError_t DeviceMemory::Allocate(int device, size_t size, void** ptr) {
@@ -59,7 +81,7 @@ nrtError_t DeviceMemory::Allocate(int device, size_t size, void** ptr) {
   if (size == 0) return NRT_SUCCESS;
   const bool bounded = device != kPinnedHost;
   const size_t mapped_size = RoundUpToPages(size);
-  if (bounded) {
+  {
     std::lock_guard<std::mutex> lock(mu_);
     if (nrtError_t error = Account(device, size, mapped_size)) return error;
   }
@@ -68,9 +90,9 @@ nrtError_t DeviceMemory::Allocate(int device, size_t size, void** ptr) {
                                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
     const int error = mapped_size == 0 ? ENOMEM : errno;
-    if (bounded) {
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      used_[device] -= mapped_size;
+      (bounded ? used_[device] : pinned_used_) -= mapped_size;
     }
     return NPU_RT_FAIL(NRT_ERROR_OUT_OF_MEMORY, "cannot map ", FormatBytes(size), " (", size,
                        " bytes) of ", Where(device), " memory: ", std::strerror(error),
@@ -98,7 +120,7 @@ std::optional<Block> DeviceMemory::Release(void* ptr, bool pinned_host) {
     }
     block = blocks_.Erase(ptr);
     epoch_.fetch_add(1, std::memory_order_acq_rel);
-    if (!pinned_host) used_[block->device] -= block->mapped_size;
+    (pinned_host ? pinned_used_ : used_[block->device]) -= block->mapped_size;
   }
   // Unmapped outside the lock: returning many touched pages to the kernel takes a while.
   munmap(block->base, block->mapped_size);
@@ -207,7 +229,18 @@ nrtError_t nrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
                          "nrtMemGetInfo: free_bytes or total_bytes is NULL");
     }
     *total_bytes = rt.memory().capacity();
-    *free_bytes = *total_bytes - rt.memory().UsedBytes(rt.current_device());
+    // What the device could still allocate: its own capacity, and what the host can back.
+    *free_bytes = std::min(*total_bytes - rt.memory().UsedBytes(rt.current_device()), rt.memory().HostHeadroom());
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtHostMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (free_bytes == nullptr || total_bytes == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtHostMemGetInfo: free_bytes or total_bytes is NULL");
+    }
+    *free_bytes = rt.memory().HostHeadroom(total_bytes);
     return NRT_SUCCESS;
   });
 }

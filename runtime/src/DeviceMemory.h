@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "AddressMap.h"
+#include "HostMemory.h"
 #include "npu/runtime.h"
 
 namespace npu::runtime {
@@ -54,6 +55,9 @@ class DeviceMemory {
   // copied out because another thread may free it.
   std::optional<Block> Find(const void* p) const;
   size_t UsedBytes(int device) const;
+  // Bytes the host can still back as device memory (HostMemory.h) on a fresh reading, and the limit
+  // that bounds it.
+  size_t HostHeadroom(size_t* total = nullptr);
   bool IsReservation(const void* p) const;  // inside a reserved range (mapped or not)
   size_t capacity() const { return capacity_; }
 
@@ -67,13 +71,16 @@ class DeviceMemory {
   AddressMap blocks_;
   std::map<uintptr_t, Reservation> reservations_;  // by base address
   std::vector<size_t> used_;  // mapped bytes per device
+  size_t pinned_used_ = 0;    // mapped bytes of pinned host blocks
+  HostBudget host_;           // device and pinned memory are host memory: mu_ held to use it
 
   std::optional<Block> FindLocked(const void* p) const;
   // The reservation containing p, or nullptr; mu_ held.
   Reservation* FindReservation(const void* p);
   const Reservation* FindReservation(const void* p) const;
-  // Capacity accounting shared by nrtMalloc and nrtMapMem; mu_ held.
+  // Capacity accounting shared by nrtMalloc, nrtMallocHost and nrtMapMem; mu_ held.
   nrtError_t Account(int device, size_t size, size_t mapped_size);
+  size_t MappedTotal() const;  // mu_ held
 };
 
 }  // namespace npu::runtime

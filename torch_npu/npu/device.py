@@ -154,6 +154,18 @@ def _settle_autograd_at_exit() -> None:
             return
 
 
+def _release_at_exit() -> None:
+    """Objects that device tasks kept alive (tensors Python also sees) are released on a thread of
+    their own, which takes the GIL to do it. Once the interpreter finalizes, a thread Python does not
+    know must not take it: release everything now, and leak what later tasks hand over."""
+    try:
+        _C._drain_releases(stop=True)
+    except Exception:  # noqa: BLE001 - best effort at exit
+        pass
+
+
+# atexit runs the last registered first: the release thread is drained after the device work.
+atexit.register(_release_at_exit)
 atexit.register(_drain_at_exit)
 # atexit runs the last registered first: the backward passes queue work that the drain then waits for.
 atexit.register(_settle_autograd_at_exit)

@@ -84,6 +84,10 @@ NRT_API nrtError_t nrtGetDeviceProperties(int32_t device, nrtDeviceProp* prop);
 NRT_API nrtError_t nrtMalloc(void** ptr, size_t size);  // on the current device
 NRT_API nrtError_t nrtFree(void* ptr);
 NRT_API nrtError_t nrtMemGetInfo(size_t* free_bytes, size_t* total_bytes);  // current device
+// The software NPU's device memory is host memory: how much more the host can back (after the
+// device memory this process mapped but has not touched, and NPU_SIM_HOST_RESERVE), and the host's
+// (or its cgroup's, or NPU_SIM_HOST_MEMORY's) limit. Device and pinned allocations beyond it fail.
+NRT_API nrtError_t nrtHostMemGetInfo(size_t* free_bytes, size_t* total_bytes);
 // Which device owns ptr (anywhere inside an allocation); NRT_ERROR_INVALID_POINTER if none.
 NRT_API nrtError_t nrtPointerGetDevice(const void* ptr, int32_t* device);
 // The same lookup, also giving the whole device allocation (or mapped run of a reserved range) that
