@@ -205,13 +205,59 @@ at::Tensor missing_op(const at::Tensor& x) {
 
 at::Tensor custom_add(const at::Tensor& a, const at::Tensor& b) { return a + b; }
 
+// EXEC_NPU_CMD calls whose arguments do not fit the op (each must raise, naming the argument), and
+// integer literals where an op takes int64 (widened, so -1 arrives as -1).
+at::Tensor add_int_alpha(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty_like(a);
+  EXEC_NPU_CMD(aclnnAdd, a, b, 1, out);  // aclnnAdd's alpha is an aclScalar*
+  return out;
+}
+at::Tensor add_without_alpha(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty_like(a);
+  EXEC_NPU_CMD(aclnnAdd, a, b, out);
+  return out;
+}
+at::Tensor add_scalar_alpha(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty_like(a);
+  at::Scalar alpha = 2;
+  EXEC_NPU_CMD(aclnnAdd, a, b, alpha, out);
+  return out;
+}
+at::Tensor muls_double(const at::Tensor& a) {
+  at::Tensor out = at::empty_like(a);
+  EXEC_NPU_CMD(aclnnMuls, a, 2.0, out);  // aclnnMuls's other is an aclScalar*
+  return out;
+}
+at::Tensor softmax_int_dim(const at::Tensor& a) {
+  at::Tensor out = at::empty_like(a);
+  EXEC_NPU_CMD(aclnnSoftmax, a, -1, out);  // an int where the op takes int64_t dim
+  return out;
+}
+at::Tensor custom_add_extra(const at::Tensor& x) {
+  at::Tensor out = at::empty_like(x);
+  EXEC_NPU_CMD(aclnnAddCustom, x, x, 3, out);  // the package's header says (x, y, out)
+  return out;
+}
+
 TORCH_LIBRARY(kernel_checks, m) {
   m.def("double_checked(Tensor x, float limit) -> Tensor");
   m.def("missing_op(Tensor x) -> Tensor");
+  m.def("add_int_alpha(Tensor a, Tensor b) -> Tensor");
+  m.def("add_without_alpha(Tensor a, Tensor b) -> Tensor");
+  m.def("add_scalar_alpha(Tensor a, Tensor b) -> Tensor");
+  m.def("muls_double(Tensor a) -> Tensor");
+  m.def("softmax_int_dim(Tensor a) -> Tensor");
+  m.def("custom_add_extra(Tensor x) -> Tensor");
 }
 TORCH_LIBRARY_IMPL(kernel_checks, PrivateUse1, m) {
   m.impl("double_checked", &double_checked);
   m.impl("missing_op", &missing_op);
+  m.impl("add_int_alpha", &add_int_alpha);
+  m.impl("add_without_alpha", &add_without_alpha);
+  m.impl("add_scalar_alpha", &add_scalar_alpha);
+  m.impl("muls_double", &muls_double);
+  m.impl("softmax_int_dim", &softmax_int_dim);
+  m.impl("custom_add_extra", &custom_add_extra);
 }
 TORCH_LIBRARY(custom_namespace, m) {
   m.def("custom_add(Tensor self, Tensor other) -> Tensor", &custom_add);

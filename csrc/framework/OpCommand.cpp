@@ -6,6 +6,7 @@
 #include <npu/kernel_launch.h>
 
 #include <string>
+#include <vector>
 
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
@@ -25,6 +26,57 @@ const aclnnOpEntry& findDeviceOp(const char* name) {
   // The registry's message names the symbols it looked for and the packages it searched.
   TORCH_CHECK(op != nullptr, "device op ", name, " is not available: ", aclnnGetRecentErrMsg());
   return *op;
+}
+
+namespace {
+
+std::vector<std::string> splitNames(const char* names) {
+  std::vector<std::string> out;
+  std::string current;
+  for (const char* p = names == nullptr ? "" : names;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      if (!current.empty()) out.push_back(current);
+      current.clear();
+      if (*p == '\0') break;
+    } else if (*p != ' ') {
+      current += *p;
+    }
+  }
+  return out;
+}
+
+// What to pass for a parameter of this kind, from C++.
+const char* cppSpelling(char kind) {
+  switch (kind) {
+    case 'T': return "an at::Tensor";
+    case 'S': return "an at::Scalar (at::Scalar alpha = 1)";
+    case 'I': return "an at::IntArrayRef";
+    case 'L': return "an at::TensorList";
+    case 'A': return "an at::ArrayRef<at::Scalar>";
+    case 'f': return "a float (static_cast<float>(value))";
+    case 'd': return "a double";
+    case 's': return "a const char*";
+    default: return npu::opslib::IsIntegerKind(kind) ? "an integer" : "a value of the parameter's type";
+  }
+}
+
+}  // namespace
+
+void checkDeviceOpArguments(const aclnnOpEntry& op, const char* given) {
+  if (op.param_kinds == nullptr) return;
+  const std::string expected = op.param_kinds;
+  const std::vector<std::string> names = splitNames(op.param_names);
+  const size_t count = std::char_traits<char>::length(given);
+  std::string listed;
+  for (size_t i = 0; i < names.size(); ++i) listed += (i ? ", " : "") + names[i];
+  TORCH_CHECK(count == expected.size(), op.name, " takes ", expected.size(), " arguments (", listed, "), got ",
+              count, "; pass them in the order of ", op.name, "GetWorkspaceSize, without workspaceSize and executor");
+  for (size_t i = 0; i < count; ++i) {
+    if (npu::opslib::KindAccepts(expected[i], given[i])) continue;
+    TORCH_CHECK(false, op.name, " argument ", i + 1, i < names.size() ? " (" + names[i] + ")" : std::string(),
+                " expects ", npu::opslib::KindName(expected[i]), ", got ", npu::opslib::KindName(given[i]),
+                ": pass ", cppSpelling(expected[i]));
+  }
 }
 
 void throwDeviceOpError(const char* name, const char* phase, aclnnStatus status) {

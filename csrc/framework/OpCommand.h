@@ -8,6 +8,10 @@
 #include <functional>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <npu/op_signature.h>
 
 // Sibling includes: extensions compile this header from torch_npu/include/torch_npu/csrc/framework.
 #include "FormatStaging.h"
@@ -23,10 +27,38 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
 // Sets the launch tag so a failure inside the op names the Python line that launched it.
 void tagDeviceOpLaunch();
 
+// Raises a clear error when a launch's arguments, of kinds `given` (npu/op_signature.h), do not
+// fit the op's parameters: their count, or a kind (a number where the op takes a scalar descriptor
+// would crash inside the op). Ops whose parameters are unknown are not checked.
+void checkDeviceOpArguments(const aclnnOpEntry& op, const char* given);
+
+// The kind of an EXEC_NPU_CMD argument as the caller wrote it.
+template <typename Arg>
+constexpr char argumentKind() {
+  using U = std::remove_cv_t<std::remove_reference_t<Arg>>;
+  if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) {
+    return npu::opslib::KindOf<U>();
+  } else {
+    return npu::opslib::KindOf<decltype(launchOperand(std::declval<const U&>()))>();
+  }
+}
+
+template <typename... Args>
+void checkArguments(const aclnnOpEntry& op) {
+  static constexpr char kKinds[] = {argumentKind<Args>()..., '\0'};
+  // Per thread, the argument types of this instantiation were last found to fit `checked`: a call
+  // site checks once, so the launch path pays one comparison.
+  thread_local const aclnnOpEntry* checked = nullptr;
+  if (C10_LIKELY(checked == &op)) return;
+  checkDeviceOpArguments(op, kKinds);
+  checked = &op;
+}
+
 // The launch itself. `staging` is set when private formats are in play (FormatStaging.h): it
 // learns which of its descriptors the op writes before they are destroyed.
 template <typename... Args>
 void runDeviceOp(const aclnnOpEntry& op, const char* name, FormatStaging* staging, const Args&... args) {
+  checkArguments<Args...>(op);
   auto converted = std::make_tuple(launchOperand(args)...);
   using GetWorkspaceSize = aclnnStatus (*)(decltype(launchOperand(args))..., uint64_t*, aclOpExecutor**);
   uint64_t workspace_size = 0;

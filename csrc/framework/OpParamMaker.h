@@ -27,8 +27,16 @@ aclIntArray* ConvertType(at::OptionalIntArrayRef values);  // none -> nullptr ("
 aclTensorList* ConvertType(at::TensorList tensors);
 aclTensorList* ConvertType(const c10::List<std::optional<at::Tensor>>& tensors);  // None -> NULL entry
 aclScalarList* ConvertType(at::ArrayRef<at::Scalar> scalars);
+// Integers, bools and enums (aclDataType...) pass to an op as int64: an integer parameter of any
+// width reads the low bits of its 64-bit slot, so `1`, `-1` or `true` reach an int64_t, int32_t or
+// bool parameter intact. Floating-point values pass as they are (a float parameter needs a float).
 template <typename T>
-  requires std::is_arithmetic_v<T>
+  requires(std::is_integral_v<T> || std::is_enum_v<T>)
+int64_t ConvertType(T value) {
+  return static_cast<int64_t>(value);
+}
+template <typename T>
+  requires std::is_floating_point_v<T>
 T ConvertType(T value) {
   return value;
 }

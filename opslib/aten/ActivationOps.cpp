@@ -32,7 +32,7 @@ extern "C" NOP_API aclnnStatus aclnnGeluGetWorkspaceSize(const aclTensor* self, 
     return Prepared{{a}, [=]() mutable { at::cpu::gelu_out(o, a, mode); }, {o}};
   });
 }
-NPU_ATEN_OP(Gelu);
+NPU_ATEN_OP(Gelu, "self, approximate, out");
 
 extern "C" NOP_API aclnnStatus aclnnGeluBackwardGetWorkspaceSize(
     const aclTensor* gradOutput, const aclTensor* self, int64_t approximate, aclTensor* gradInput,
@@ -44,7 +44,7 @@ extern "C" NOP_API aclnnStatus aclnnGeluBackwardGetWorkspaceSize(
     return Prepared{{g, a}, [=]() mutable { at::cpu::gelu_backward_out(gi, g, a, mode); }, {gi}};
   });
 }
-NPU_ATEN_OP(GeluBackward);
+NPU_ATEN_OP(GeluBackward, "gradOutput, self, approximate, gradInput");
 
 extern "C" NOP_API aclnnStatus aclnnSiluGetWorkspaceSize(const aclTensor* self, aclTensor* out,
                                                          uint64_t* workspaceSize,
@@ -54,7 +54,7 @@ extern "C" NOP_API aclnnStatus aclnnSiluGetWorkspaceSize(const aclTensor* self, 
     return Prepared{{a}, [=]() mutable { at::cpu::silu_out(o, a); }, {o}};
   });
 }
-NPU_ATEN_OP(Silu);
+NPU_ATEN_OP(Silu, "self, out");
 
 // gradInput = f'(x) * gradOutput, where `x` is the forward's input (silu) or output
 // (sigmoid, tanh).
@@ -68,7 +68,7 @@ NPU_ATEN_OP(Silu);
       return Prepared{{g, a}, [=]() mutable { at::cpu::fn##_out(gi, g, a); }, {gi}};                    \
     });                                                                                           \
   }                                                                                               \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "gradOutput, x, gradInput")
 
 NPU_ACTIVATION_BACKWARD_OP(SiluBackward, silu_backward);
 NPU_ACTIVATION_BACKWARD_OP(SigmoidBackward, sigmoid_backward);
@@ -85,4 +85,4 @@ extern "C" NOP_API aclnnStatus aclnnThresholdBackwardGetWorkspaceSize(
     return Prepared{{g, a}, [=]() mutable { at::cpu::threshold_backward_out(gi, g, a, t); }, {gi}};
   });
 }
-NPU_ATEN_OP(ThresholdBackward);
+NPU_ATEN_OP(ThresholdBackward, "gradOutput, self, threshold, gradInput");

@@ -266,8 +266,9 @@ aclnnStatus wrapKernel(const char* name, Prepared prepared, aclOpExecutor** exec
   return ACLNN_SUCCESS;
 }
 
-BuiltinOp::BuiltinOp(const char* name, void* get_workspace_size, void* launch) {
-  if (aclnnRegisterBuiltinOp(name, get_workspace_size, launch) != ACLNN_SUCCESS) {
+BuiltinOp::BuiltinOp(const char* name, void* get_workspace_size, void* launch, const char* param_kinds,
+                     const char* param_names) {
+  if (aclnnRegisterBuiltinOp(name, get_workspace_size, launch, param_kinds, param_names) != ACLNN_SUCCESS) {
     std::fprintf(stderr, "[WARNING] NPU_OPSLIB: %s\n", aclnnGetRecentErrMsg());
   }
 }

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
 #include <npu/format_layout.h>
+#include <npu/op_signature.h>
 #include <npu/opslib.h>
 
 #include "AclDataType.h"
@@ -103,18 +104,20 @@ aclnnStatus prepareOp(const char* name, uint64_t* workspace_size, aclOpExecutor*
 
 // Registers aclnn<Name>GetWorkspaceSize / aclnn<Name> as "aclnn<Name>" while the library loads.
 struct BuiltinOp {
-  BuiltinOp(const char* name, void* get_workspace_size, void* launch);
+  BuiltinOp(const char* name, void* get_workspace_size, void* launch, const char* param_kinds,
+            const char* param_names);
 };
 
 }  // namespace npu::opslib::aten
 
-// Defines aclnn<Name> (the shared launch) and registers the op; aclnn<Name>GetWorkspaceSize is
-// written by hand next to it.
-#define NPU_ATEN_OP(Name)                                                                      \
+// Defines aclnn<Name> (the shared launch) and registers the op with its parameters' names ("self,
+// out"); aclnn<Name>GetWorkspaceSize is written by hand next to it.
+#define NPU_ATEN_OP(Name, param_names)                                                         \
   extern "C" NOP_API aclnnStatus aclnn##Name(void* workspace, uint64_t workspace_size,          \
                                              aclOpExecutor* executor, nrtStream_t stream) {    \
     return aclnnLaunchExecutor(workspace, workspace_size, executor, stream);                   \
   }                                                                                             \
   static const ::npu::opslib::aten::BuiltinOp npu_aten_op_##Name(                              \
       "aclnn" #Name, reinterpret_cast<void*>(&aclnn##Name##GetWorkspaceSize),                  \
-      reinterpret_cast<void*>(&aclnn##Name))
+      reinterpret_cast<void*>(&aclnn##Name),                                                   \
+      NPU_OPSLIB_PARAM_KINDS(aclnn##Name##GetWorkspaceSize, param_names), param_names)

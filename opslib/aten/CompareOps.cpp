@@ -24,7 +24,7 @@ using namespace npu::opslib::aten;
       return Prepared{{a, b}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }, {o}};              \
     });                                                                                          \
   }                                                                                              \
-  NPU_ATEN_OP(Name##Tensor);                                                                     \
+  NPU_ATEN_OP(Name##Tensor, "self, other, out");                                                                     \
   extern "C" NOP_API aclnnStatus aclnn##Name##ScalarGetWorkspaceSize(                            \
       const aclTensor* self, const aclScalar* other, aclTensor* out, uint64_t* workspaceSize,    \
       aclOpExecutor** executor) {                                                                \
@@ -34,7 +34,7 @@ using namespace npu::opslib::aten;
       return Prepared{{a}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }, {o}};                 \
     });                                                                                          \
   }                                                                                              \
-  NPU_ATEN_OP(Name##Scalar)
+  NPU_ATEN_OP(Name##Scalar, "self, other, out")
 
 NPU_COMPARE_OP(Eq, eq);
 NPU_COMPARE_OP(Ne, ne);
@@ -53,7 +53,7 @@ NPU_COMPARE_OP(Ge, ge);
       return Prepared{{a, b}, [a, b, o]() mutable { at::cpu::fn##_out(o, a, b); }, {o}};              \
     });                                                                                          \
   }                                                                                              \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "self, other, out")
 
 NPU_LOGICAL_BINARY_OP(LogicalAnd, logical_and);
 NPU_LOGICAL_BINARY_OP(LogicalOr, logical_or);
@@ -66,4 +66,4 @@ extern "C" NOP_API aclnnStatus aclnnLogicalNotGetWorkspaceSize(const aclTensor* 
     return Prepared{{a}, [a, o]() mutable { at::cpu::logical_not_out(o, a); }, {o}};
   });
 }
-NPU_ATEN_OP(LogicalNot);
+NPU_ATEN_OP(LogicalNot, "self, out");

@@ -33,7 +33,7 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionGetWorkspaceSize(
                     }, {o}};
   });
 }
-NPU_ATEN_OP(Convolution);
+NPU_ATEN_OP(Convolution, "input, weight, bias, stride, padding, dilation, transposed, outputPadding, groups, out, cubeMathType");
 
 // Gradients of convolution; outputs not wanted (NULL) are skipped. biasSizes: the bias shape.
 extern "C" NOP_API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
@@ -61,4 +61,4 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
                     }, {gi, gw, gb}};
   });
 }
-NPU_ATEN_OP(ConvolutionBackward);
+NPU_ATEN_OP(ConvolutionBackward, "gradOutput, input, weight, biasSizes, stride, padding, dilation, transposed, outputPadding, groups, gradInput, gradWeight, gradBias, cubeMathType");

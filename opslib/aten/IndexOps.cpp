@@ -28,7 +28,7 @@ extern "C" NOP_API aclnnStatus aclnnEmbeddingGetWorkspaceSize(const aclTensor* w
                     }, {o}};
   });
 }
-NPU_ATEN_OP(Embedding);
+NPU_ATEN_OP(Embedding, "weight, indices, out");
 
 extern "C" NOP_API aclnnStatus aclnnEmbeddingDenseBackwardGetWorkspaceSize(
     const aclTensor* grad, const aclTensor* indices, int64_t numWeights, int64_t paddingIdx,
@@ -42,7 +42,7 @@ extern "C" NOP_API aclnnStatus aclnnEmbeddingDenseBackwardGetWorkspaceSize(
                     }, {o}};
   });
 }
-NPU_ATEN_OP(EmbeddingDenseBackward);
+NPU_ATEN_OP(EmbeddingDenseBackward, "grad, indices, numWeights, paddingIdx, scaleGradByFreq, out");
 
 extern "C" NOP_API aclnnStatus aclnnIndexSelectGetWorkspaceSize(const aclTensor* self, int64_t dim,
                                                                 const aclTensor* index,
@@ -55,7 +55,7 @@ extern "C" NOP_API aclnnStatus aclnnIndexSelectGetWorkspaceSize(const aclTensor*
     return Prepared{{a, i}, [=]() mutable { at::cpu::index_select_out(o, a, dim, i); }, {o}};
   });
 }
-NPU_ATEN_OP(IndexSelect);
+NPU_ATEN_OP(IndexSelect, "self, dim, index, out");
 
 extern "C" NOP_API aclnnStatus aclnnGatherGetWorkspaceSize(const aclTensor* self, int64_t dim,
                                                            const aclTensor* index, aclTensor* out,
@@ -67,7 +67,7 @@ extern "C" NOP_API aclnnStatus aclnnGatherGetWorkspaceSize(const aclTensor* self
     return Prepared{{a, i}, [=]() mutable { at::cpu::gather_out(o, a, dim, i, false); }, {o}};
   });
 }
-NPU_ATEN_OP(Gather);
+NPU_ATEN_OP(Gather, "self, dim, index, out");
 
 // out = self with src scattered along dim at index (out may be self: in place).
 #define NPU_SCATTER_OP(Name, fn)                                                                  \
@@ -80,7 +80,7 @@ NPU_ATEN_OP(Gather);
       return Prepared{{a, i, s}, [=]() mutable { at::cpu::fn(o, a, dim, i, s); }, {o}};                \
     });                                                                                           \
   }                                                                                               \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "self, dim, index, src, out")
 
 NPU_SCATTER_OP(Scatter, scatter_out);
 NPU_SCATTER_OP(ScatterAdd, scatter_add_out);
@@ -95,7 +95,7 @@ extern "C" NOP_API aclnnStatus aclnnScatterValueGetWorkspaceSize(
     return Prepared{{a, i}, [=]() mutable { at::cpu::scatter_out(o, a, dim, i, v); }, {o}};
   });
 }
-NPU_ATEN_OP(ScatterValue);
+NPU_ATEN_OP(ScatterValue, "self, dim, index, value, out");
 
 // self[indices] = values (or += with accumulate); NULL entries of indices select whole dims.
 extern "C" NOP_API aclnnStatus aclnnIndexPutImplGetWorkspaceSize(
@@ -111,4 +111,4 @@ extern "C" NOP_API aclnnStatus aclnnIndexPutImplGetWorkspaceSize(
                     }, {a}};
   });
 }
-NPU_ATEN_OP(IndexPutImpl);
+NPU_ATEN_OP(IndexPutImpl, "self, indices, values, accumulate, unsafe");

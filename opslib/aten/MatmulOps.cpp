@@ -35,7 +35,7 @@ at::Tensor wide(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t;
       }, {o}};                                                                                  \
     });                                                                                          \
   }                                                                                              \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "self, mat2, out, cubeMathType")
 
 NPU_MATMUL_OP(Mm, mm);
 NPU_MATMUL_OP(BatchMatMul, bmm);
@@ -59,7 +59,7 @@ NPU_MATMUL_OP(BatchMatMul, bmm);
                       }, {o}};                                                                                   \
     });                                                                                          \
   }                                                                                              \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "self, mat1, mat2, beta, alpha, out, cubeMathType")
 
 NPU_ADD_MATMUL_OP(Addmm, addmm);
 NPU_ADD_MATMUL_OP(Baddbmm, baddbmm);

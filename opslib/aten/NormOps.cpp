@@ -61,7 +61,7 @@ extern "C" NOP_API aclnnStatus aclnnBatchNormGetWorkspaceSize(
                     }, {o, sm, si, rm, rv}};
   });
 }
-NPU_ATEN_OP(BatchNorm);
+NPU_ATEN_OP(BatchNorm, "input, weight, bias, runningMean, runningVar, training, momentum, eps, output, saveMean, saveInvstd");
 
 extern "C" NOP_API aclnnStatus aclnnBatchNormBackwardGetWorkspaceSize(
     const aclTensor* gradOut, const aclTensor* input, const aclTensor* weight,
@@ -84,7 +84,7 @@ extern "C" NOP_API aclnnStatus aclnnBatchNormBackwardGetWorkspaceSize(
                     }, {gi, gw, gb}};
   });
 }
-NPU_ATEN_OP(BatchNormBackward);
+NPU_ATEN_OP(BatchNormBackward, "gradOut, input, weight, runningMean, runningVar, saveMean, saveInvstd, training, eps, gradInput, gradWeight, gradBias");
 
 // out, mean, rstd = layer_norm(input over its last len(normalizedShape) dims).
 // aclnnLayerNorm (forward) is a kernel of opslib's own (opslib/src/LayerNorm.cpp).
@@ -110,4 +110,4 @@ extern "C" NOP_API aclnnStatus aclnnLayerNormBackwardGetWorkspaceSize(
                     }, {gi, gw, gb}};
   });
 }
-NPU_ATEN_OP(LayerNormBackward);
+NPU_ATEN_OP(LayerNormBackward, "gradOut, input, normalizedShape, mean, rstd, weight, bias, gradInput, gradWeight, gradBias");

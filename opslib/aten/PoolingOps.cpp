@@ -31,7 +31,7 @@ extern "C" NOP_API aclnnStatus aclnnMaxPool2dWithIndicesGetWorkspaceSize(
                     }, {o, i}};
   });
 }
-NPU_ATEN_OP(MaxPool2dWithIndices);
+NPU_ATEN_OP(MaxPool2dWithIndices, "self, kernelSize, stride, padding, dilation, ceilMode, out, indices");
 
 extern "C" NOP_API aclnnStatus aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize(
     const aclTensor* gradOutput, const aclTensor* self, const aclIntArray* kernelSize,
@@ -48,7 +48,7 @@ extern "C" NOP_API aclnnStatus aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize
                     }, {gi}};
   });
 }
-NPU_ATEN_OP(MaxPool2dWithIndicesBackward);
+NPU_ATEN_OP(MaxPool2dWithIndicesBackward, "gradOutput, self, kernelSize, stride, padding, dilation, ceilMode, indices, gradInput");
 
 // divisorOverride: 0 = none (divide by the window size).
 extern "C" NOP_API aclnnStatus aclnnAvgPool2dGetWorkspaceSize(
@@ -64,7 +64,7 @@ extern "C" NOP_API aclnnStatus aclnnAvgPool2dGetWorkspaceSize(
                     }, {o}};
   });
 }
-NPU_ATEN_OP(AvgPool2d);
+NPU_ATEN_OP(AvgPool2d, "self, kernelSize, stride, padding, ceilMode, countIncludePad, divisorOverride, out");
 
 extern "C" NOP_API aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
     const aclTensor* gradOutput, const aclTensor* self, const aclIntArray* kernelSize,
@@ -81,7 +81,7 @@ extern "C" NOP_API aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
                     }, {gi}};
   });
 }
-NPU_ATEN_OP(AvgPool2dBackward);
+NPU_ATEN_OP(AvgPool2dBackward, "gradOutput, self, kernelSize, stride, padding, ceilMode, countIncludePad, divisorOverride, gradInput");
 
 extern "C" NOP_API aclnnStatus aclnnAdaptiveAvgPool2dGetWorkspaceSize(
     const aclTensor* self, const aclIntArray* outputSize, aclTensor* out, uint64_t* workspaceSize,
@@ -92,7 +92,7 @@ extern "C" NOP_API aclnnStatus aclnnAdaptiveAvgPool2dGetWorkspaceSize(
     return Prepared{{x}, [=]() mutable { o.copy_(at::cpu::_adaptive_avg_pool2d(x, size)); }, {o}};
   });
 }
-NPU_ATEN_OP(AdaptiveAvgPool2d);
+NPU_ATEN_OP(AdaptiveAvgPool2d, "self, outputSize, out");
 
 extern "C" NOP_API aclnnStatus aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize(
     const aclTensor* gradOutput, const aclTensor* self, aclTensor* gradInput,
@@ -105,4 +105,4 @@ extern "C" NOP_API aclnnStatus aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize(
                     }, {gi}};
   });
 }
-NPU_ATEN_OP(AdaptiveAvgPool2dBackward);
+NPU_ATEN_OP(AdaptiveAvgPool2dBackward, "gradOutput, self, gradInput");

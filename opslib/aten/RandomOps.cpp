@@ -30,7 +30,7 @@ extern "C" NOP_API aclnnStatus aclnnInplaceUniformGetWorkspaceSize(
     return Prepared{{a}, [=]() mutable { at::cpu::uniform_(a, from, to, engine(seed, offset)); }, {a}};
   });
 }
-NPU_ATEN_OP(InplaceUniform);
+NPU_ATEN_OP(InplaceUniform, "self, from, to, seed, offset");
 
 extern "C" NOP_API aclnnStatus aclnnInplaceNormalGetWorkspaceSize(
     aclTensor* self, double mean, double std, int64_t seed, int64_t offset, uint64_t* workspaceSize,
@@ -40,7 +40,7 @@ extern "C" NOP_API aclnnStatus aclnnInplaceNormalGetWorkspaceSize(
     return Prepared{{a}, [=]() mutable { at::cpu::normal_(a, mean, std, engine(seed, offset)); }, {a}};
   });
 }
-NPU_ATEN_OP(InplaceNormal);
+NPU_ATEN_OP(InplaceNormal, "self, mean, std, seed, offset");
 
 extern "C" NOP_API aclnnStatus aclnnInplaceBernoulliGetWorkspaceSize(
     aclTensor* self, double p, int64_t seed, int64_t offset, uint64_t* workspaceSize,
@@ -50,7 +50,7 @@ extern "C" NOP_API aclnnStatus aclnnInplaceBernoulliGetWorkspaceSize(
     return Prepared{{a}, [=]() mutable { at::cpu::bernoulli_(a, p, engine(seed, offset)); }, {a}};
   });
 }
-NPU_ATEN_OP(InplaceBernoulli);
+NPU_ATEN_OP(InplaceBernoulli, "self, p, seed, offset");
 
 // out = input * mask / (1 - p) with mask ~ Bernoulli(1 - p) (bool).
 extern "C" NOP_API aclnnStatus aclnnDropoutGetWorkspaceSize(const aclTensor* input, double p,
@@ -72,7 +72,7 @@ extern "C" NOP_API aclnnStatus aclnnDropoutGetWorkspaceSize(const aclTensor* inp
                     }, {o, m}};
   });
 }
-NPU_ATEN_OP(Dropout);
+NPU_ATEN_OP(Dropout, "input, p, seed, offset, out, mask");
 
 extern "C" NOP_API aclnnStatus aclnnDropoutBackwardGetWorkspaceSize(
     const aclTensor* gradOutput, const aclTensor* mask, double scale, aclTensor* gradInput,
@@ -85,7 +85,7 @@ extern "C" NOP_API aclnnStatus aclnnDropoutBackwardGetWorkspaceSize(
                     }, {gi}};
   });
 }
-NPU_ATEN_OP(DropoutBackward);
+NPU_ATEN_OP(DropoutBackward, "gradOutput, mask, scale, gradInput");
 
 // out = [start, start + step, ...) below end; out already has the element count.
 extern "C" NOP_API aclnnStatus aclnnArangeGetWorkspaceSize(const aclScalar* start,
@@ -99,4 +99,4 @@ extern "C" NOP_API aclnnStatus aclnnArangeGetWorkspaceSize(const aclScalar* star
     return Prepared{{}, [=]() mutable { at::cpu::arange_out(o, s, e, st); }, {o}};
   });
 }
-NPU_ATEN_OP(Arange);
+NPU_ATEN_OP(Arange, "start, end, step, out");

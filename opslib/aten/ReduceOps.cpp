@@ -42,7 +42,7 @@ extern "C" NOP_API aclnnStatus aclnnReduceSumGetWorkspaceSize(const aclTensor* s
                     }, {o}};
   });
 }
-NPU_ATEN_OP(ReduceSum);
+NPU_ATEN_OP(ReduceSum, "self, dim, keepDim, dtype, out");
 
 extern "C" NOP_API aclnnStatus aclnnMeanGetWorkspaceSize(const aclTensor* self, const aclIntArray* dim,
                                                          bool keepDim, int64_t dtype, aclTensor* out,
@@ -57,7 +57,7 @@ extern "C" NOP_API aclnnStatus aclnnMeanGetWorkspaceSize(const aclTensor* self, 
                     }, {o}};
   });
 }
-NPU_ATEN_OP(Mean);
+NPU_ATEN_OP(Mean, "self, dim, keepDim, dtype, out");
 
 // (values, indices) = max / min of self along dim.
 #define NPU_REDUCE_DIM_OP(Name, fn)                                                               \
@@ -71,7 +71,7 @@ NPU_ATEN_OP(Mean);
                       {v, i}};                                                                    \
     });                                                                                           \
   }                                                                                               \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "self, dim, keepDim, values, indices")
 
 NPU_REDUCE_DIM_OP(MaxDim, max);
 NPU_REDUCE_DIM_OP(MinDim, min);
@@ -85,7 +85,7 @@ NPU_REDUCE_DIM_OP(MinDim, min);
       return Prepared{{a}, [a, o]() mutable { at::cpu::fn##_out(o, a); }, {o}};                        \
     });                                                                                           \
   }                                                                                               \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "self, out")
 
 NPU_REDUCE_ALL_OP(Max, max);
 NPU_REDUCE_ALL_OP(Min, min);
@@ -101,7 +101,7 @@ NPU_REDUCE_ALL_OP(Min, min);
       return Prepared{{a}, [a, o, d, keepDim]() mutable { at::cpu::fn##_out(o, a, d, keepDim); }, {o}}; \
     });                                                                                            \
   }                                                                                                \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "self, dim, reduceAll, keepDim, out")
 
 NPU_ARG_REDUCE_OP(ArgMax, argmax);
 NPU_ARG_REDUCE_OP(ArgMin, argmin);
@@ -119,7 +119,7 @@ NPU_ARG_REDUCE_OP(ArgMin, argmin);
                       }, {o}};                                                                         \
     });                                                                                           \
   }                                                                                               \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "self, dim, correction, keepDim, out")
 
 NPU_VARIANCE_OP(Var, var);
 NPU_VARIANCE_OP(Std, std);

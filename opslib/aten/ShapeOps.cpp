@@ -16,7 +16,7 @@ extern "C" NOP_API aclnnStatus aclnnCatGetWorkspaceSize(const aclTensorList* ten
     return Prepared{inputs, [=]() mutable { at::cpu::cat_out(o, inputs, dim); }, {o}};
   });
 }
-NPU_ATEN_OP(Cat);
+NPU_ATEN_OP(Cat, "tensors, dim, out");
 
 // out = condition ? self : other (broadcast).
 extern "C" NOP_API aclnnStatus aclnnSWhereGetWorkspaceSize(const aclTensor* condition,
@@ -30,7 +30,7 @@ extern "C" NOP_API aclnnStatus aclnnSWhereGetWorkspaceSize(const aclTensor* cond
     return Prepared{{c, a, b}, [=]() mutable { at::cpu::where_out(o, c, a, b); }, {o}};
   });
 }
-NPU_ATEN_OP(SWhere);
+NPU_ATEN_OP(SWhere, "condition, self, other, out");
 
 extern "C" NOP_API aclnnStatus aclnnMaskedFillScalarGetWorkspaceSize(aclTensor* self,
                                                                      const aclTensor* mask,
@@ -43,7 +43,7 @@ extern "C" NOP_API aclnnStatus aclnnMaskedFillScalarGetWorkspaceSize(aclTensor* 
     return Prepared{{a, m}, [=]() mutable { at::cpu::masked_fill_(a, m, v); }, {a}};
   });
 }
-NPU_ATEN_OP(MaskedFillScalar);
+NPU_ATEN_OP(MaskedFillScalar, "self, mask, value");
 
 // value: a 0-d tensor (read when the op runs, in stream order).
 extern "C" NOP_API aclnnStatus aclnnMaskedFillTensorGetWorkspaceSize(aclTensor* self,
@@ -57,4 +57,4 @@ extern "C" NOP_API aclnnStatus aclnnMaskedFillTensorGetWorkspaceSize(aclTensor* 
     return Prepared{{a, m, v}, [=]() mutable { at::cpu::masked_fill_(a, m, v); }, {a}};
   });
 }
-NPU_ATEN_OP(MaskedFillTensor);
+NPU_ATEN_OP(MaskedFillTensor, "self, mask, value");

@@ -31,7 +31,7 @@ at::Tensor wide(const at::Tensor& t) { return reduced(t) ? t.to(at::kFloat) : t;
       return Prepared{{a}, [=]() mutable { at::cpu::fn##_out(o, a, dim, half_to_float); }, {o}};       \
     });                                                                                           \
   }                                                                                               \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "self, dim, out")
 
 NPU_SOFTMAX_OP(Softmax, _softmax);
 NPU_SOFTMAX_OP(LogSoftmax, _log_softmax);
@@ -48,7 +48,7 @@ NPU_SOFTMAX_OP(LogSoftmax, _log_softmax);
       return Prepared{{g, y}, [=]() mutable { at::cpu::fn##_out(gi, g, y, dim, type); }, {gi}};         \
     });                                                                                           \
   }                                                                                               \
-  NPU_ATEN_OP(Name)
+  NPU_ATEN_OP(Name, "gradOutput, output, dim, inputDtype, gradInput")
 
 NPU_SOFTMAX_BACKWARD_OP(SoftmaxBackward, _softmax_backward_data);
 NPU_SOFTMAX_BACKWARD_OP(LogSoftmaxBackward, _log_softmax_backward_data);
@@ -75,7 +75,7 @@ extern "C" NOP_API aclnnStatus aclnnNLLLossGetWorkspaceSize(
                     }, {o, tw}};
   });
 }
-NPU_ATEN_OP(NLLLoss);
+NPU_ATEN_OP(NLLLoss, "self, target, weight, reduction, ignoreIndex, out, totalWeight");
 
 extern "C" NOP_API aclnnStatus aclnnNLLLossBackwardGetWorkspaceSize(
     const aclTensor* gradOutput, const aclTensor* self, const aclTensor* target,
@@ -93,7 +93,7 @@ extern "C" NOP_API aclnnStatus aclnnNLLLossBackwardGetWorkspaceSize(
                     }, {gi}};
   });
 }
-NPU_ATEN_OP(NLLLossBackward);
+NPU_ATEN_OP(NLLLossBackward, "gradOutput, self, target, weight, reduction, ignoreIndex, totalWeight, gradInput");
 
 extern "C" NOP_API aclnnStatus aclnnMseLossGetWorkspaceSize(const aclTensor* self,
                                                             const aclTensor* target,
@@ -108,7 +108,7 @@ extern "C" NOP_API aclnnStatus aclnnMseLossGetWorkspaceSize(const aclTensor* sel
     return Prepared{{x, t}, [=]() mutable { o.copy_(at::cpu::mse_loss(wide(x), wide(t), reduction)); }, {o}};
   });
 }
-NPU_ATEN_OP(MseLoss);
+NPU_ATEN_OP(MseLoss, "self, target, reduction, out");
 
 extern "C" NOP_API aclnnStatus aclnnMseLossBackwardGetWorkspaceSize(
     const aclTensor* gradOutput, const aclTensor* self, const aclTensor* target, int64_t reduction,
@@ -121,4 +121,4 @@ extern "C" NOP_API aclnnStatus aclnnMseLossBackwardGetWorkspaceSize(
                     }, {gi}};
   });
 }
-NPU_ATEN_OP(MseLossBackward);
+NPU_ATEN_OP(MseLossBackward, "gradOutput, self, target, reduction, gradInput");

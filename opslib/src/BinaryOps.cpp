@@ -176,7 +176,7 @@ aclnnStatus aclnnDivGetWorkspaceSize(const aclTensor* self, const aclTensor* oth
 
 }  // extern "C"
 
-NPU_OPSLIB_DEFINE_OP(Add);
-NPU_OPSLIB_DEFINE_OP(Sub);
-NPU_OPSLIB_DEFINE_OP(Mul);
-NPU_OPSLIB_DEFINE_OP(Div);
+NPU_OPSLIB_DEFINE_OP(Add, "self, other, alpha, out");
+NPU_OPSLIB_DEFINE_OP(Sub, "self, other, alpha, out");
+NPU_OPSLIB_DEFINE_OP(Mul, "self, other, out");
+NPU_OPSLIB_DEFINE_OP(Div, "self, other, out");

@@ -300,11 +300,11 @@ aclnnStatus aclnnForeachAddcdivScalarListGetWorkspaceSize(const aclTensorList* x
 
 }  // extern "C"
 
-NPU_OPSLIB_DEFINE_OP(ForeachAddListV2);
-NPU_OPSLIB_DEFINE_OP(ForeachAddScalarV2);
-NPU_OPSLIB_DEFINE_OP(ForeachMulScalarV2);
-NPU_OPSLIB_DEFINE_OP(ForeachDivScalarList);
-NPU_OPSLIB_DEFINE_OP(ForeachSqrt);
-NPU_OPSLIB_DEFINE_OP(ForeachLerpScalar);
-NPU_OPSLIB_DEFINE_OP(ForeachAddcmulScalarV2);
-NPU_OPSLIB_DEFINE_OP(ForeachAddcdivScalarList);
+NPU_OPSLIB_DEFINE_OP(ForeachAddListV2, "x1, x2, alpha, out");
+NPU_OPSLIB_DEFINE_OP(ForeachAddScalarV2, "x, scalar, out");
+NPU_OPSLIB_DEFINE_OP(ForeachMulScalarV2, "x, scalar, out");
+NPU_OPSLIB_DEFINE_OP(ForeachDivScalarList, "x, scalars, out");
+NPU_OPSLIB_DEFINE_OP(ForeachSqrt, "x, out");
+NPU_OPSLIB_DEFINE_OP(ForeachLerpScalar, "x1, x2, weight, out");
+NPU_OPSLIB_DEFINE_OP(ForeachAddcmulScalarV2, "x1, x2, x3, scalar, out");
+NPU_OPSLIB_DEFINE_OP(ForeachAddcdivScalarList, "x1, x2, x3, scalars, out");

@@ -232,4 +232,4 @@ aclnnStatus aclnnLayerNormGetWorkspaceSize(const aclTensor* input, const aclIntA
 
 }  // extern "C"
 
-NPU_OPSLIB_DEFINE_OP(LayerNorm);
+NPU_OPSLIB_DEFINE_OP(LayerNorm, "input, normalizedShape, weight, bias, eps, out, mean, rstd");

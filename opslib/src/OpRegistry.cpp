@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -17,23 +18,30 @@
 #include <vector>
 
 #include "ElfSymbols.h"
+#include "OpHeaders.h"
 #include "Error.h"
 #include "PackagePaths.h"
 
 namespace npu::opslib {
 namespace {
 
-// An entry and the name it points to, heap-allocated so that the C view stays put.
+// An entry and the strings it points to, heap-allocated so that the C view stays put.
 struct OwnedEntry {
   std::string name;
+  std::optional<std::string> param_kinds;
+  std::optional<std::string> param_names;
   aclnnOpEntry entry{};
 };
 
-std::unique_ptr<OwnedEntry> MakeEntry(const char* name, void* get_workspace_size, void* launch,
-                                      bool is_custom) {
+std::unique_ptr<OwnedEntry> MakeEntry(const char* name, void* get_workspace_size, void* launch, bool is_custom,
+                                      const char* param_kinds = nullptr, const char* param_names = nullptr) {
   auto owned = std::make_unique<OwnedEntry>();
   owned->name = name;
-  owned->entry = {owned->name.c_str(), get_workspace_size, launch, is_custom ? 1 : 0};
+  if (param_kinds != nullptr) owned->param_kinds = param_kinds;
+  if (param_names != nullptr) owned->param_names = param_names;
+  owned->entry = {owned->name.c_str(), get_workspace_size, launch, is_custom ? 1 : 0,
+                  owned->param_kinds ? owned->param_kinds->c_str() : nullptr,
+                  owned->param_names ? owned->param_names->c_str() : nullptr};
   return owned;
 }
 
@@ -81,6 +89,9 @@ bool RegisterExportedOps(void* handle, const std::string& where, EntryList* entr
     return false;
   }
   constexpr std::string_view kSuffix = "GetWorkspaceSize";
+  // Ascend's layout installs the ops' headers beside the library: op_api/include next to op_api/lib.
+  const std::vector<std::string> headers = ReadOpHeaders(std::filesystem::path(where).parent_path().parent_path() /
+                                                         "include");
   bool any = false;
   for (const std::string& prepare : *functions) {
     if (!prepare.starts_with("aclnn") || !prepare.ends_with(kSuffix) || prepare.size() == 5 + kSuffix.size()) {
@@ -97,7 +108,10 @@ bool RegisterExportedOps(void* handle, const std::string& where, EntryList* entr
                       "; op ", name, " is ignored");
       continue;
     }
-    entries->push_back(MakeEntry(name.c_str(), get_workspace_size, launch, true));
+    const std::optional<OpHeaderSignature> signature = FindHeaderSignature(headers, name);
+    entries->push_back(MakeEntry(name.c_str(), get_workspace_size, launch, true,
+                                 signature ? signature->kinds.c_str() : nullptr,
+                                 signature ? signature->names.c_str() : nullptr));
   }
   return any;
 }
@@ -178,7 +192,8 @@ Registry* BuildRegistry() {
                     [&](const auto& entry) { return entry->name == builtin->name; });
     if (!overridden) {
       registry->entries.push_back(MakeEntry(builtin->name.c_str(), builtin->entry.get_workspace_size,
-                                            builtin->entry.launch, false));
+                                            builtin->entry.launch, false, builtin->entry.param_kinds,
+                                            builtin->entry.param_names));
     }
   }
   std::sort(registry->entries.begin(), registry->entries.end(),
@@ -227,8 +242,9 @@ const aclnnOpEntry* FindBuiltin(const char* name) {
 
 }  // namespace
 
-OpRegistrar::OpRegistrar(const char* name, void* get_workspace_size, void* launch) {
-  Builtins().push_back(MakeEntry(name, get_workspace_size, launch, false));
+OpRegistrar::OpRegistrar(const char* name, void* get_workspace_size, void* launch, const char* param_kinds,
+                         const char* param_names) {
+  Builtins().push_back(MakeEntry(name, get_workspace_size, launch, false, param_kinds, param_names));
 }
 
 }  // namespace npu::opslib
@@ -249,7 +265,8 @@ const aclnnOpEntry* aclnnFindOp(const char* name) {
   }
 }
 
-aclnnStatus aclnnRegisterBuiltinOp(const char* name, void* get_workspace_size, void* launch) {
+aclnnStatus aclnnRegisterBuiltinOp(const char* name, void* get_workspace_size, void* launch,
+                                   const char* param_kinds, const char* param_names) {
   if (name == nullptr || name[0] == '\0' || get_workspace_size == nullptr || launch == nullptr) {
     return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR,
                     "aclnnRegisterBuiltinOp: NULL or empty name, or NULL function pointer");
@@ -260,7 +277,7 @@ aclnnStatus aclnnRegisterBuiltinOp(const char* name, void* get_workspace_size, v
                     "packages must register while they load");
   }
   try {
-    npu::opslib::OpRegistrar(name, get_workspace_size, launch);
+    npu::opslib::OpRegistrar(name, get_workspace_size, launch, param_kinds, param_names);
   } catch (const std::exception& e) {
     return NOP_FAIL(ACLNN_ERR_INNER, "aclnnRegisterBuiltinOp: ", e.what());
   }

@@ -194,7 +194,7 @@ aclnnStatus aclnnDivsGetWorkspaceSize(const aclTensor* self, const aclScalar* ot
 
 }  // extern "C"
 
-NPU_OPSLIB_DEFINE_OP(Adds);
-NPU_OPSLIB_DEFINE_OP(Subs);
-NPU_OPSLIB_DEFINE_OP(Muls);
-NPU_OPSLIB_DEFINE_OP(Divs);
+NPU_OPSLIB_DEFINE_OP(Adds, "self, other, alpha, out");
+NPU_OPSLIB_DEFINE_OP(Subs, "self, other, alpha, out");
+NPU_OPSLIB_DEFINE_OP(Muls, "self, other, out");
+NPU_OPSLIB_DEFINE_OP(Divs, "self, other, out");

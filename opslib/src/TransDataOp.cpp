@@ -107,4 +107,4 @@ aclnnStatus aclnnTransDataGetWorkspaceSize(const aclTensor* src, aclTensor* dst,
 
 }  // extern "C"
 
-NPU_OPSLIB_DEFINE_OP(TransData);
+NPU_OPSLIB_DEFINE_OP(TransData, "src, dst");

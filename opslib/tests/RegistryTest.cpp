@@ -4,6 +4,7 @@
 #include <string>
 
 #include "OpsTestUtil.h"
+#include "npu/op_signature.h"
 
 namespace npu::opslib::testing {
 namespace {
@@ -49,17 +50,46 @@ TEST_F(RegistryTest, BuiltinsAreFoundByName) {
   }
 }
 
+TEST_F(RegistryTest, EveryBuiltinKnowsItsParameters) {
+  for (int i = 0; i < aclnnOpCount(); ++i) {
+    const aclnnOpEntry* entry = aclnnOpAt(i);
+    if (entry->is_custom) continue;
+    ASSERT_NE(entry->param_kinds, nullptr) << entry->name;
+    ASSERT_NE(entry->param_names, nullptr) << entry->name;
+    EXPECT_EQ(npu::opslib::CountNames(entry->param_names), std::string(entry->param_kinds).size()) << entry->name;
+    EXPECT_EQ(std::string(entry->param_kinds).find('?'), std::string::npos) << entry->name;
+  }
+  const aclnnOpEntry* add = aclnnFindOp("aclnnAdd");
+  ASSERT_NE(add, nullptr);
+  EXPECT_STREQ(add->param_kinds, "TTST");
+  EXPECT_STREQ(add->param_names, "self, other, alpha, out");
+  EXPECT_STREQ(aclnnFindOp("aclnnMuls")->param_kinds, "TST");
+}
+
+TEST_F(RegistryTest, KindsFollowTheCTypes) {
+  using npu::opslib::KindOf;
+  static_assert(KindOf<const aclTensor*>() == 'T' && KindOf<aclScalar*>() == 'S');
+  static_assert(KindOf<const aclIntArray*>() == 'I' && KindOf<const aclTensorList*>() == 'L');
+  static_assert(KindOf<int64_t>() == 'l' && KindOf<int>() == 'i' && KindOf<bool>() == 'b');
+  static_assert(KindOf<double>() == 'd' && KindOf<float>() == 'f' && KindOf<const char*>() == 's');
+  static_assert(KindOf<aclDataType>() == 'i' && KindOf<int8_t>() == 'c');
+  static_assert(npu::opslib::KindAccepts('l', 'i') && npu::opslib::KindAccepts('b', 'l'));
+  static_assert(!npu::opslib::KindAccepts('S', 'l') && !npu::opslib::KindAccepts('d', 'l'));
+  static_assert(!npu::opslib::KindAccepts('f', 'd') && !npu::opslib::KindAccepts('T', 'S'));
+  static_assert(npu::opslib::CountNames("self, other,alpha , out") == 4 && npu::opslib::CountNames("") == 0);
+}
+
 TEST_F(RegistryTest, BuiltinRegistrationIsRefusedOnceTheRegistryIsAssembled) {
   ASSERT_NE(aclnnFindOp("aclnnAdd"), nullptr);  // the first lookup assembles the registry
   void* gws = reinterpret_cast<void*>(&aclnnAddGetWorkspaceSize);
   void* launch = reinterpret_cast<void*>(&aclnnAdd);
-  EXPECT_EQ(aclnnRegisterBuiltinOp("aclnnLateOp", gws, launch), ACLNN_ERR_INNER);
+  EXPECT_EQ(aclnnRegisterBuiltinOp("aclnnLateOp", gws, launch, nullptr, nullptr), ACLNN_ERR_INNER);
   EXPECT_NE(std::string(aclnnGetRecentErrMsg()).find("after the op registry was assembled"),
             std::string::npos)
       << aclnnGetRecentErrMsg();
   EXPECT_EQ(aclnnFindOp("aclnnLateOp"), nullptr);
-  EXPECT_EQ(aclnnRegisterBuiltinOp(nullptr, gws, launch), ACLNN_ERR_PARAM_NULLPTR);
-  EXPECT_EQ(aclnnRegisterBuiltinOp("aclnnX", nullptr, launch), ACLNN_ERR_PARAM_NULLPTR);
+  EXPECT_EQ(aclnnRegisterBuiltinOp(nullptr, gws, launch, nullptr, nullptr), ACLNN_ERR_PARAM_NULLPTR);
+  EXPECT_EQ(aclnnRegisterBuiltinOp("aclnnX", nullptr, launch, nullptr, nullptr), ACLNN_ERR_PARAM_NULLPTR);
 }
 
 TEST_F(RegistryTest, SetRecentErrMsgIsWhatPackagesReportWith) {

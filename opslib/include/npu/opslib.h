@@ -143,6 +143,12 @@ typedef struct {
   void* get_workspace_size;
   void* launch;
   int is_custom;
+  // What XxxGetWorkspaceSize takes before workspaceSize and executor: one letter per parameter
+  // (npu/op_signature.h: T tensor, S scalar, I int array, l int64, d double, ...) and the
+  // parameters' names ("self, other, alpha, out"). NULL when unknown: a custom package that
+  // registers through npu_opslib_register_package, or whose op_api/include has no header for it.
+  const char* param_kinds;
+  const char* param_names;
 } aclnnOpEntry;
 typedef void (*aclnnRegisterOpFn)(const char* name, void* get_workspace_size, void* launch);
 // NULL if unknown; aclnnGetRecentErrMsg() then names the symbols looked for and the packages searched.
@@ -150,7 +156,10 @@ NOP_API const aclnnOpEntry* aclnnFindOp(const char* name);
 // For built-in packages linked into the process (such as the ATen-backed op package): adds ops
 // while libraries load, before the first lookup assembles the registry. Later calls fail with
 // ACLNN_ERR_INNER, because handed-out entries must never change.
-NOP_API aclnnStatus aclnnRegisterBuiltinOp(const char* name, void* get_workspace_size, void* launch);
+// param_kinds / param_names as in aclnnOpEntry (NULL if unknown); NPU_OPSLIB_PARAM_KINDS in
+// npu/op_signature.h derives the kinds from the GetWorkspaceSize function.
+NOP_API aclnnStatus aclnnRegisterBuiltinOp(const char* name, void* get_workspace_size, void* launch,
+                                           const char* param_kinds, const char* param_names);
 NOP_API int aclnnOpCount(void);
 NOP_API const aclnnOpEntry* aclnnOpAt(int index);  // for listing the registry
 
