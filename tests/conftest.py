@@ -18,7 +18,8 @@ import torch_npu  # noqa: F401  (import torch already loads it; make the depende
 # Variables that change what the software NPU or the plugin loading does; subprocesses start clean.
 _CONTROL_VARS = ("NPU_SIM_DEVICES", "NPU_SIM_MEMORY", "NPU_SIM_FALLBACK", "NPU_SIM_SOC_VERSION",
                  "NPU_SIM_CANN_VERSION", "TORCH_DEVICE_BACKEND_AUTOLOAD", "TORCH_TRANSFER_TO_NPU",
-                 "PYTORCH_NPU_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "NPU_SIM_FAULT", "NPU_SIM_TASK_TIMEOUT")
+                 "PYTORCH_NPU_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "NPU_SIM_FAULT", "NPU_SIM_TASK_TIMEOUT",
+                 "NPU_SIM_FAULT_REPORT", "NPU_SIM_HOST_MEMORY", "NPU_SIM_HOST_RESERVE")
 
 
 # Where this run's torch_npu comes from when it is not the venv's install (make sanitize-adapter's

@@ -150,13 +150,60 @@ def test_oom_and_memcpy_faults_raise_python_exceptions(run_python):
     assert re.search(r"COPY: .*memcpy \(NRT_MEMCPY_DEVICE_TO_HOST, 4194304 bytes\) failed on npu:0 stream #", out), out
 
 
-def test_malformed_fault_spec_is_reported_and_ignored(run_python):
+def test_malformed_fault_spec_fails_the_import(run_python):
+    """A fault that cannot be injected as written must not let a resilience test pass untested."""
+    for spec, message in (("task_fial:op=mm", "unknown fault `task_fial`"),
+                          ("hang:op=aclnnMul:count=1", "hang takes no `count`")):
+        proc = run_python("""
+            import torch_npu
+            print("imported")
+        """, env={"NPU_SIM_FAULT": spec}, check=False)
+        assert proc.returncode != 0 and "imported" not in proc.stdout, proc.stdout
+        assert f'NPU_SIM_FAULT="{spec}" is malformed: ' in proc.stderr and message in proc.stderr, proc.stderr
+
+
+def test_aten_op_names_match_the_device_ops_they_launch(run_python):
+    """op=mul fires on the aclnnMuls that `x * 2` launches, op=linear on the matmul inside linear."""
     proc = run_python("""
         import torch, torch_npu
-        print((torch.ones(2, device="npu") + 1).cpu().tolist())
-    """, env={"NPU_SIM_FAULT": "task_fial:op=mm"})
-    assert "[2.0, 2.0]" in proc.stdout
-    assert "ignoring NPU_SIM_FAULT=\"task_fial:op=mm\": unknown fault `task_fial`" in proc.stderr
+        x = torch.ones(4, device="npu")
+        y = x * 2
+        try:
+            torch.npu.synchronize()
+            raise SystemExit("op=mul did not fire")
+        except RuntimeError as e:
+            assert "aclnnMuls failed" in str(e) and "task_fail:op=mul" in str(e), str(e)
+        w = torch.ones(3, 4, device="npu")
+        out = torch.nn.functional.linear(x.view(1, 4), w)
+        try:
+            out.cpu()
+            raise SystemExit("op=linear did not fire")
+        except RuntimeError as e:
+            assert "task_fail:op=linear" in str(e), str(e)
+        print("done")
+    """, env={"NPU_SIM_FAULT": "task_fail:op=mul;task_fail:op=linear"})
+    assert "done" in proc.stdout
+    assert "matched no task" not in proc.stderr
+
+
+def test_faults_that_match_nothing_are_reported(run_python):
+    proc = run_python("""
+        import warnings
+        import torch, torch_npu
+        x = torch.ones(4, device="npu")
+        y = x * 2
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.npu.synchronize()
+            torch.npu.synchronize()  # each fault is reported once
+        texts = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert len(texts) == 1 and "`task_fail:op=conv2d` matched no task" in texts[0], texts
+        assert "aclnnMuls" in texts[0], texts  # the tasks that did run, to pick the right name
+        print("done")
+    """, env={"NPU_SIM_FAULT": "task_fail:op=conv2d", "NPU_SIM_FAULT_REPORT": "sync"})
+    assert "done" in proc.stdout
+    # At exit, whatever the flag: printed by the runtime.
+    assert "npu runtime: NPU_SIM_FAULT fault `task_fail:op=conv2d` matched no task" in proc.stderr, proc.stderr
 
 
 # --- fork and processes

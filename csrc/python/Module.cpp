@@ -13,6 +13,7 @@
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/core/NPUTrace.h"
 #include "csrc/framework/DeferredRelease.h"
+#include "csrc/framework/FaultOrigins.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/python/Distributed.h"
 #include "csrc/python/AccuracyBindings.h"
@@ -46,6 +47,13 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu native bindings (software NPU)";
   torch_npu::python::installLaunchSiteProvider();
   c10_npu::setBlockingWaitHooks(&releaseGilForWait, &restoreGilAfterWait);
+  // A runtime that cannot start for a reason of the user's making (a malformed NPU_SIM_FAULT) fails
+  // the import, so that nothing runs as if the faults were injected.
+  if (nrtInit() != NRT_SUCCESS) {
+    const std::string message = nrtGetRecentErrMsg();
+    if (message.find("NPU_SIM_FAULT") != std::string::npos) throw std::runtime_error(message);
+  }
+  at_npu::native::installFaultOrigins();
   // A Python thread may take the GIL for a trace notification, unless it holds it with an exception
   // pending (a temporary freed while an error propagates): the notification would clobber it.
   c10_npu::trace::setPythonThreadCheck([] {
@@ -63,6 +71,7 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;  // the release thread may need it
     at_npu::native::drainReleases(stop);
   }, py::arg("stop") = false);
+  m.def("_unmatched_faults", [] { return at_npu::native::unmatchedFaults(); });
   m.def("_release_counts", [] { return at_npu::native::releaseCounts(); });
   m.def("_set_npu_trace_enabled", [](bool enabled) { c10_npu::trace::setEnabled(enabled); });
   m.def("_op_stats", [] {

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <algorithm>
 #include <optional>
 #include <string_view>
 
@@ -173,6 +175,39 @@ nrtError_t nrtGetDeviceStatus(int32_t device, nrtDeviceStatus* status) {
     if (nrtError_t error = npu::runtime::CheckDevice(rt.config(), device)) return error;
     const bool lost = rt.faults() != nullptr && rt.faults()->Lost(device);
     *status = lost ? NRT_DEVICE_LOST : NRT_DEVICE_OK;
+    return NRT_SUCCESS;
+  });
+}
+
+void nrtPushLaunchOrigin(const char* name) {
+  npu::runtime::LaunchOrigins& origins = npu::runtime::CurrentLaunchOrigins();
+  if (origins.count < npu::runtime::LaunchOrigins::kMax) origins.names[origins.count] = name;
+  ++origins.count;  // deeper nesting is counted, so that pops stay paired
+}
+
+void nrtPopLaunchOrigin(void) {
+  npu::runtime::LaunchOrigins& origins = npu::runtime::CurrentLaunchOrigins();
+  if (origins.count > 0) --origins.count;
+}
+
+int nrtFaultsMatchLaunchOrigins(void) {
+  int active = 0;
+  npu::runtime::WithRuntime([&](Runtime& rt) {
+    active = rt.faults() != nullptr && rt.faults()->has_op_rules() ? 1 : 0;
+    return NRT_SUCCESS;
+  });
+  return active;
+}
+
+nrtError_t nrtGetUnmatchedFaults(char* text, size_t size) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (text == nullptr || size == 0) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetUnmatchedFaults: text is NULL or size is 0");
+    }
+    const std::string report = rt.faults() != nullptr ? rt.faults()->UnmatchedReport() : std::string();
+    const size_t n = std::min(report.size(), size - 1);
+    std::memcpy(text, report.data(), n);
+    text[n] = '\0';
     return NRT_SUCCESS;
   });
 }

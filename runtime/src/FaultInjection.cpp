@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "Device.h"
 #include "Error.h"
@@ -15,7 +16,9 @@ namespace {
 constexpr std::string_view kGrammar =
     "expected faults separated by ';', each `kind[:key=value]...` with kind one of task_fail, oom, "
     "memcpy_fail, hang, device_lost, slow and keys op=<device op>, device=<index>, after=<n>, "
-    "count=<k|inf>, factor=<x> (slow), e.g. NPU_SIM_FAULT='task_fail:op=mm:after=2;slow:factor=3'";
+    "count=<k|inf>, factor=<x> (slow), e.g. NPU_SIM_FAULT='task_fail:op=mm:after=2;slow:factor=3'; "
+    "keys by kind: task_fail op, after, count, device; oom and memcpy_fail after, count, device; hang and "
+    "device_lost op, after, device; slow factor, op, device";
 
 std::vector<std::string_view> Split(std::string_view text, char sep) {
   std::vector<std::string_view> parts;
@@ -88,7 +91,63 @@ bool MatchesOp(const std::string& wanted, const char* name) {
 
 std::string Describe(const FaultRule& rule) { return StrCat("injected fault `", rule.text, "` (NPU_SIM_FAULT)"); }
 
+// The keys each kind takes (docs/reliability.md); anything else is refused when the spec is read,
+// because a key that is silently ignored makes a test pass without testing what it says.
+std::string_view KeysOf(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kTaskFail: return "op, after, count, device";
+    case FaultKind::kOom: return "after, count, device";
+    case FaultKind::kMemcpyFail: return "after, count, device";
+    case FaultKind::kHang: return "op, after, device";
+    case FaultKind::kDeviceLost: return "op, after, device";
+    case FaultKind::kSlow: return "factor, op, device";
+  }
+  return "";
+}
+
+std::string_view KindName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kTaskFail: return "task_fail";
+    case FaultKind::kOom: return "oom";
+    case FaultKind::kMemcpyFail: return "memcpy_fail";
+    case FaultKind::kHang: return "hang";
+    case FaultKind::kDeviceLost: return "device_lost";
+    case FaultKind::kSlow: return "slow";
+  }
+  return "";
+}
+
+// Why a kind has no such key, when there is a reason worth saying.
+std::string_view WhyNot(FaultKind kind, std::string_view key) {
+  if (key == "count" && (kind == FaultKind::kHang || kind == FaultKind::kDeviceLost)) {
+    return " (it fires once: the first task it hits never finishes, or the device is gone)";
+  }
+  if (key == "op" && (kind == FaultKind::kOom || kind == FaultKind::kMemcpyFail)) {
+    return " (allocations and copies are not ops; use after= to pick one)";
+  }
+  if ((key == "after" || key == "count") && kind == FaultKind::kSlow) return " (it slows every matching task)";
+  return "";
+}
+
+bool TakesKey(FaultKind kind, std::string_view key) {
+  const std::string_view keys = KeysOf(kind);
+  for (size_t start = 0; start < keys.size();) {
+    size_t end = keys.find(',', start);
+    if (end == std::string_view::npos) end = keys.size();
+    if (Trim(keys.substr(start, end - start)) == key) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+constexpr size_t kMaxRules = 32;  // one bit each in a task's match mask
+constexpr size_t kMaxTaskNames = 64;
+
+thread_local LaunchOrigins t_origins;
+
 }  // namespace
+
+LaunchOrigins& CurrentLaunchOrigins() { return t_origins; }
 
 std::string LaunchSuffix(const char* site) {
   if (site == nullptr || *site == '\0') return "";
@@ -101,15 +160,41 @@ bool FaultRule::Fires() {
   return index >= after && (count == 0 || index - after < count);
 }
 
+namespace {
+// The injector of the running runtime, so that faults that matched nothing are reported at exit
+// (a Python process usually exits without finalizing the runtime).
+std::atomic<FaultInjector*> g_live{nullptr};
+
+void ReportUnmatched(const FaultInjector& injector) {
+  const std::string report = injector.UnmatchedReport();
+  if (!report.empty()) std::fprintf(stderr, "npu runtime: %s", report.c_str());
+}
+
+void ReportAtExit() {
+  if (FaultInjector* injector = g_live.exchange(nullptr)) ReportUnmatched(*injector);
+}
+}  // namespace
+
+FaultInjector::~FaultInjector() {
+  FaultInjector* self = this;
+  if (g_live.compare_exchange_strong(self, nullptr)) ReportUnmatched(*this);
+}
+
 std::unique_ptr<FaultInjector> FaultInjector::FromEnv() {
   const char* text = std::getenv("NPU_SIM_FAULT");
   if (text == nullptr || Trim(text).empty()) return nullptr;
   std::string error;
   auto injector = Parse(text, &error);
   if (!injector) {
-    // Always printed: a fault that silently does not fire makes an error-handling test pass.
-    std::fprintf(stderr, "npu runtime: ignoring NPU_SIM_FAULT=\"%s\": %s\n", text, error.c_str());
+    // The runtime does not start: a fault that silently does not fire makes an error-handling test
+    // pass without testing anything.
+    throw std::invalid_argument(StrCat("NPU_SIM_FAULT=\"", text, "\" is malformed: ", error,
+                                       ". The software NPU does not start with faults it cannot inject as written: "
+                                       "fix or unset NPU_SIM_FAULT"));
   }
+  static const bool registered = std::atexit(&ReportAtExit) == 0;
+  (void)registered;
+  g_live.store(injector.get());
   return injector;
 }
 
@@ -135,6 +220,12 @@ std::unique_ptr<FaultInjector> FaultInjector::Parse(std::string_view spec, std::
       const std::string_view key = eq == std::string_view::npos ? field : field.substr(0, eq);
       const std::string_view value = eq == std::string_view::npos ? "" : field.substr(eq + 1);
       std::optional<uint64_t> number = ParseCount(value);
+      const bool known = key == "op" || key == "after" || key == "count" || key == "device" || key == "factor";
+      if (known && !TakesKey(*kind, key)) {
+        *error = StrCat("`", item, "`: ", KindName(*kind), " takes no `", key, "`", WhyNot(*kind, key), "; its keys are ",
+                        KeysOf(*kind));
+        return nullptr;
+      }
       if (key == "op" && !value.empty()) {
         rule->op = std::string(value);
       } else if (key == "after" && number) {
@@ -166,11 +257,12 @@ std::unique_ptr<FaultInjector> FaultInjector::Parse(std::string_view spec, std::
       return nullptr;
     }
     if (*kind == FaultKind::kDeviceLost || *kind == FaultKind::kHang) rule->count = 1;
-    if (!rule->op.empty() && (*kind == FaultKind::kOom || *kind == FaultKind::kMemcpyFail)) {
-      *error = StrCat("`", item, "`: op= applies to task_fail, hang, device_lost and slow only");
+    if (injector->rules_.size() == kMaxRules) {
+      *error = StrCat("more than ", kMaxRules, " faults; combine them");
       return nullptr;
     }
     injector->has_memcpy_ |= *kind == FaultKind::kMemcpyFail;
+    injector->has_op_rules_ |= !rule->op.empty();
     injector->rules_.push_back(std::move(rule));
   }
   if (injector->rules_.empty()) {
@@ -180,15 +272,35 @@ std::unique_ptr<FaultInjector> FaultInjector::Parse(std::string_view spec, std::
   return injector;
 }
 
-TaskFault FaultInjector::OnTask(int device, const char* op, const std::string& stream_name) {
+uint32_t FaultInjector::MatchAtLaunch(const char* op) const {
+  const LaunchOrigins& origins = t_origins;
+  uint32_t matches = 0;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    const std::string& wanted = rules_[i]->op;
+    bool match = MatchesOp(wanted, op);
+    for (int k = 0; !match && k < origins.count && k < LaunchOrigins::kMax; ++k) {
+      match = MatchesOp(wanted, origins.names[k]);
+    }
+    if (match) matches |= uint32_t{1} << i;
+  }
+  return matches;
+}
+
+TaskFault FaultInjector::OnTask(int device, const char* op, uint32_t matches, const std::string& stream_name) {
   TaskFault fault;
   const std::string task = op != nullptr ? std::string(op) : std::string("host task");
+  if (has_op_rules_) {
+    std::lock_guard<std::mutex> lock(names_mu_);
+    if (task_names_.size() < kMaxTaskNames) task_names_.insert(task);
+  }
   if (Lost(device)) {
     fault.failure = StrCat(task, " failed on ", stream_name, ": ", LostMessage(device));
     return fault;
   }
-  for (const auto& rule : rules_) {
-    if ((rule->device >= 0 && rule->device != device) || !MatchesOp(rule->op, op)) continue;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    const auto& rule = rules_[i];
+    if ((rule->device >= 0 && rule->device != device) || !(matches & (uint32_t{1} << i))) continue;
+    rule->matched.fetch_add(1, std::memory_order_relaxed);
     switch (rule->kind) {
       case FaultKind::kTaskFail:
         if (!fault.failure && rule->Fires()) {
@@ -215,10 +327,28 @@ TaskFault FaultInjector::OnTask(int device, const char* op, const std::string& s
   return fault;
 }
 
+std::string FaultInjector::UnmatchedReport() const {
+  std::string report;
+  for (const auto& rule : rules_) {
+    if (rule->op.empty() || rule->matched.load(std::memory_order_relaxed) > 0) continue;
+    report += StrCat("NPU_SIM_FAULT fault `", rule->text, "` matched no task, so nothing was injected");
+    if (rule->device >= 0) report += StrCat(" (device=", rule->device, ")");
+    report += "\n";
+  }
+  if (report.empty()) return report;
+  std::lock_guard<std::mutex> lock(names_mu_);
+  std::string names;
+  for (const std::string& name : task_names_) names += (names.empty() ? "" : ", ") + name;
+  return report + StrCat("  op= takes an ATen op as written in Python (mul, conv2d, all_reduce) or a device op ",
+                         "(aclnnMuls, Muls, muls); the tasks that ran were: ", names.empty() ? "none" : names,
+                         "\n");
+}
+
 nrtError_t FaultInjector::OnAllocate(int device, size_t size) {
   if (Lost(device)) return FailLost(device, "allocation");
   for (const auto& rule : rules_) {
     if (rule->kind != FaultKind::kOom || (rule->device >= 0 && rule->device != device)) continue;
+    rule->matched.fetch_add(1, std::memory_order_relaxed);
     if (rule->Fires()) {
       return NPU_RT_FAIL(NRT_ERROR_OUT_OF_MEMORY, "npu:", device, " cannot allocate ",
                          FormatBytes(size), ": ", Describe(*rule));
@@ -230,6 +360,7 @@ nrtError_t FaultInjector::OnAllocate(int device, size_t size) {
 std::optional<std::string> FaultInjector::OnMemcpy(int device) {
   for (const auto& rule : rules_) {
     if (rule->kind != FaultKind::kMemcpyFail || (rule->device >= 0 && rule->device != device)) continue;
+    rule->matched.fetch_add(1, std::memory_order_relaxed);
     if (rule->Fires()) return Describe(*rule);
   }
   return std::nullopt;

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,9 +32,19 @@ struct FaultRule {
   uint64_t count = 1;
   double factor = 1.0;  // slow
   std::atomic<uint64_t> seen{0};
+  std::atomic<uint64_t> matched{0};  // events that matched (op= and device=), fired or not
 
   bool Fires();  // counts one matching event
 };
+
+// What launched a task, beyond its own name: the ATen ops the launching thread is inside
+// (nrtPushLaunchOrigin), so that `op=mul` matches the aclnnMuls that `x * 2` launches.
+struct LaunchOrigins {
+  static constexpr int kMax = 8;
+  const char* names[kMax];
+  int count = 0;
+};
+LaunchOrigins& CurrentLaunchOrigins();
 
 // "\n  launched from train.py:42" for a location, " (launched from ...)" for a launch tag as the op
 // library keeps it; "" without a site.
@@ -47,14 +59,23 @@ struct TaskFault {
 
 class FaultInjector {
  public:
-  // Parses NPU_SIM_FAULT; nullptr when it is unset or empty. A malformed value is reported on
-  // stderr (a silently ignored fault would let a test pass for the wrong reason) and ignored.
+  FaultInjector() = default;
+  ~FaultInjector();  // reports faults with op= that matched no task (stderr)
+  // Parses NPU_SIM_FAULT; nullptr when it is unset or empty. A malformed value throws
+  // std::invalid_argument naming what is wrong: the runtime then refuses to start.
   static std::unique_ptr<FaultInjector> FromEnv();
   // The same for a given text; on a malformed one returns nullptr and sets *error.
   static std::unique_ptr<FaultInjector> Parse(std::string_view spec, std::string* error);
 
-  // A task named `op` (may be null) ran on `stream_name` of `device`: the fault to apply, if any.
-  TaskFault OnTask(int device, const char* op, const std::string& stream_name);
+  // Which op= rules a task named `op` (may be null), launched now from this thread, matches: bit i
+  // for rule i. Taken at launch, where the launching ATen ops are known.
+  uint32_t MatchAtLaunch(const char* op) const;
+  // A task named `op` that matched `matches` ran on `stream_name` of `device`: the fault to apply.
+  TaskFault OnTask(int device, const char* op, uint32_t matches, const std::string& stream_name);
+  bool has_op_rules() const { return has_op_rules_; }
+  // "" when every fault with op= matched some task; otherwise one line per fault that did not, with
+  // the names of the tasks that ran (so that the right op= can be chosen).
+  std::string UnmatchedReport() const;
   // An allocation (nrtMalloc / nrtMapMem) on `device`: NRT_ERROR_OUT_OF_MEMORY when injected.
   nrtError_t OnAllocate(int device, size_t size);
   // A copy on `device`: the failure message when injected.
@@ -74,6 +95,10 @@ class FaultInjector {
 
   std::vector<std::unique_ptr<FaultRule>> rules_;
   bool has_memcpy_ = false;
+  bool has_op_rules_ = false;
+  // Distinct names of tasks seen (capped), for the report of faults that matched nothing.
+  mutable std::mutex names_mu_;
+  std::set<std::string> task_names_;
   std::array<std::atomic<bool>, kMaxDevices> lost_{};
   std::array<std::atomic<const FaultRule*>, kMaxDevices> lost_by_{};
 };

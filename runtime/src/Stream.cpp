@@ -197,7 +197,7 @@ std::string Stream::RunningTask(int depth) const {
 
 std::optional<std::string> Stream::ApplyFaults(const Task& task, std::chrono::nanoseconds ran,
                                                std::optional<std::string> failure) {
-  TaskFault fault = options_.faults->OnTask(device_, task.name, name());
+  TaskFault fault = options_.faults->OnTask(device_, task.name, task.fault_matches, name());
   if (fault.slow_factor > 1.0) {
     std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
         ran * (fault.slow_factor - 1.0)));

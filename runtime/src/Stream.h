@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "Activity.h"
+#include "FaultInjection.h"
 #include "TaskQueue.h"
 #include "npu/runtime.h"
 
@@ -70,6 +71,7 @@ class Stream {
       if (!after_count) tasks_.store(tasks_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
       task.name = name;
       task.site = site;
+      task.fault_matches = options_.faults != nullptr && !after_count ? options_.faults->MatchAtLaunch(name) : 0;
       queue_.Publish();
     }
     WakeWorker();

@@ -70,6 +70,8 @@ class alignas(64) Task {
   const char* site = nullptr;
   // Run after the stream counts it complete (event markers: a done event implies an idle stream).
   bool after_count = false;
+  // With injected faults: which op= rules the task matched when it was launched (FaultInjection.h).
+  uint32_t fault_matches = 0;
 };
 static_assert(sizeof(Task) == 64, "a task is one cache line");
 

@@ -231,15 +231,51 @@ TEST_F(FaultInjectionTest, SlowMultipliesTaskTime) {
   EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(190));
 }
 
-TEST_F(FaultInjectionTest, MalformedSpecsAreIgnored) {
-  for (const char* spec : {"explode", "task_fail:bogus=1", "slow", "slow:factor=0.5", "oom:op=mm", "task_fail:count=0"}) {
+TEST_F(FaultInjectionTest, MalformedSpecsStopTheRuntime) {
+  for (const char* spec : {"explode", "task_fail:bogus=1", "slow", "slow:factor=0.5", "oom:op=mm", "task_fail:count=0",
+                           "hang:op=aclnnMul:count=1", "device_lost:count=2", "slow:factor=2:after=3"}) {
     SetEnv("NPU_SIM_FAULT", spec);
-    NRT_ASSERT_OK(LaunchNamed(nullptr, "aten::mm"));
-    NRT_EXPECT_OK(nrtStreamSynchronize(nullptr)) << spec;
-    void* ptr = nullptr;
-    NRT_ASSERT_OK(nrtMalloc(&ptr, 64));
-    NRT_EXPECT_OK(nrtFree(ptr));
+    int32_t count = 0;
+    EXPECT_EQ(nrtGetDeviceCount(&count), NRT_ERROR_INVALID_VALUE) << spec;
+    const std::string message = nrtGetRecentErrMsg();
+    EXPECT_NE(message.find(std::string("NPU_SIM_FAULT=\"") + spec + "\" is malformed"), std::string::npos) << message;
   }
+  SetEnv("NPU_SIM_FAULT", "hang:op=aclnnMul:count=1");
+  int32_t count = 0;
+  EXPECT_EQ(nrtGetDeviceCount(&count), NRT_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(nrtGetRecentErrMsg()).find("hang takes no `count`"), std::string::npos) << nrtGetRecentErrMsg();
+  SetEnv("NPU_SIM_FAULT", nullptr);
+  NRT_EXPECT_OK(nrtGetDeviceCount(&count));  // starts once the spec is gone
+}
+
+TEST_F(FaultInjectionTest, AnAtenOpNameMatchesTheDeviceOpsItLaunches) {
+  SetEnv("NPU_SIM_FAULT", "task_fail:op=mul");
+  ASSERT_EQ(nrtFaultsMatchLaunchOrigins(), 1);
+  // x * 2 launches aclnnMuls from inside aten::mul.Tensor: op=mul matches through the origin.
+  NRT_ASSERT_OK(LaunchNamed(nullptr, "aclnnMuls"));
+  NRT_EXPECT_OK(nrtStreamSynchronize(nullptr));  // launched outside aten::mul: no match
+  nrtPushLaunchOrigin("aten::mul.Tensor");
+  NRT_ASSERT_OK(LaunchNamed(nullptr, "aclnnMuls"));
+  nrtPopLaunchOrigin();
+  EXPECT_EQ(nrtStreamSynchronize(nullptr), NRT_ERROR_TASK_FAILED);
+  EXPECT_NE(std::string(nrtGetRecentErrMsg()).find("aclnnMuls failed"), std::string::npos) << nrtGetRecentErrMsg();
+  char report[256];
+  NRT_ASSERT_OK(nrtGetUnmatchedFaults(report, sizeof(report)));
+  EXPECT_STREQ(report, "");
+}
+
+TEST_F(FaultInjectionTest, AFaultWhoseOpMatchesNothingIsReported) {
+  SetEnv("NPU_SIM_FAULT", "task_fail:op=mul;slow:factor=2:op=aclnnMm");
+  NRT_ASSERT_OK(LaunchNamed(nullptr, "aclnnMuls"));
+  NRT_ASSERT_OK(LaunchNamed(nullptr, "aclnnMm"));
+  NRT_EXPECT_OK(nrtStreamSynchronize(nullptr));
+  char report[1024];
+  NRT_ASSERT_OK(nrtGetUnmatchedFaults(report, sizeof(report)));
+  const std::string text = report;
+  EXPECT_NE(text.find("`task_fail:op=mul` matched no task"), std::string::npos) << text;
+  EXPECT_EQ(text.find("slow"), std::string::npos) << text;  // that one matched
+  EXPECT_NE(text.find("the tasks that ran were: aclnnMm, aclnnMuls"), std::string::npos) << text;
+  EXPECT_EQ(nrtGetUnmatchedFaults(nullptr, 0), NRT_ERROR_INVALID_VALUE);
 }
 
 // A forked child starts a fresh runtime: the parent's stream workers do not exist there.

@@ -87,6 +87,24 @@ def set_device(dev) -> None:
 def synchronize(dev=None) -> None:
     """Wait for all work queued on every stream of the device; raises a failed task's error."""
     _C._synchronize(_index(dev))
+    if _REPORT_FAULTS_AT_SYNC:
+        _warn_unmatched_faults()
+
+
+# NPU_SIM_FAULT_REPORT=sync: synchronize() warns about injected faults with op= that have matched no
+# task so far, each once (the runtime reports them at exit in any case; docs/reliability.md).
+_REPORT_FAULTS_AT_SYNC = os.environ.get("NPU_SIM_FAULT_REPORT") == "sync"
+_warned_faults: set = set()
+
+
+def _warn_unmatched_faults() -> None:
+    lines = _C._unmatched_faults().splitlines()
+    faults = [line for line in lines if line.startswith("NPU_SIM_FAULT fault") and line not in _warned_faults]
+    if not faults:
+        return
+    _warned_faults.update(faults)
+    hint = [line.strip() for line in lines if not line.startswith("NPU_SIM_FAULT fault")]
+    warnings.warn("\n".join(faults + hint), RuntimeWarning, stacklevel=3)
 
 
 def _drain_at_exit() -> None:

@@ -170,6 +170,16 @@ NRT_API nrtError_t nrtResetOverflowStatus(nrtStream_t stream);
 typedef enum { NRT_DEVICE_OK = 0, NRT_DEVICE_LOST = 1 } nrtDeviceStatus;
 NRT_API nrtError_t nrtGetDeviceStatus(int32_t device, nrtDeviceStatus* status);
 
+// What launches a task, beyond its own name: the adapter pushes the ATen op it runs ("aten::mul")
+// while fault rules name ops (nrtFaultsMatchLaunchOrigins() is 1), so that NPU_SIM_FAULT's op=mul
+// matches the aclnnMuls that `x * 2` launches. Per thread; `name` must outlive the launches.
+NRT_API void nrtPushLaunchOrigin(const char* name);
+NRT_API void nrtPopLaunchOrigin(void);
+NRT_API int nrtFaultsMatchLaunchOrigins(void);
+// One line per NPU_SIM_FAULT fault with op= that has matched no task so far ("" when none), with the
+// names of the tasks that ran; the same report is printed at exit.
+NRT_API nrtError_t nrtGetUnmatchedFaults(char* text, size_t size);
+
 // Errors and logging (ASCEND_GLOBAL_LOG_LEVEL 0 debug .. 3 error; ASCEND_SLOG_PRINT_TO_STDOUT=1).
 NRT_API const char* nrtGetRecentErrMsg(void);  // thread-local; "" when none
 NRT_API const char* nrtGetErrorName(nrtError_t error);
