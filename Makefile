@@ -28,6 +28,7 @@ system-deps:
 
 build: $(DEPS_STAMP) system-deps
 	$(VPY) -m pip install -q --no-build-isolation --no-deps .
+	$(VPY) -m pip install -q --no-build-isolation --no-deps ./apex
 
 # runtime/ and opslib/ build and test on their own, without torch.
 test-cpp: $(DEPS_STAMP) system-deps

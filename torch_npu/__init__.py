@@ -28,7 +28,7 @@ except ImportError as e:  # pragma: no cover - a source tree shadowing the packa
         "directory (or set TORCH_DEVICE_BACKEND_AUTOLOAD=0)."
     ) from e
 
-__version__ = "0.1.0"
+from torch_npu.version import __version__  # noqa: E402,F401
 
 
 def _register_device() -> None:

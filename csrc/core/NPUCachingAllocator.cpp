@@ -1,6 +1,8 @@
 // NPUCachingAllocator.cpp - per-device caching of runtime memory and the c10::DeviceAllocator facade.
 #include "csrc/core/NPUCachingAllocator.h"
 
+#include "opslib/aten/HostCache.h"
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -55,6 +57,7 @@ class NPUAllocator final : public c10::DeviceAllocator {
 
   void emptyCache(c10::MempoolId_t) override {
     for (int i = 0; i < device_count(); ++i) device(i).emptyCache();
+    npu_opslib_aten_empty_host_cache();  // host kernels' cached temporaries too
   }
 
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "csrc/core/NPUBlockingWait.h"
+#include "csrc/core/NPUThreadTeams.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUTrace.h"
 
@@ -91,6 +92,7 @@ void device_synchronize(c10::DeviceIndex device) {
   nrtError_t err;
   {
     BlockingWaitScope wait;
+    noteBlockingWait();
     err = nrtDeviceSynchronize();
   }
   if (prev != device) nrtSetDevice(prev);

@@ -3,6 +3,7 @@
 
 #include "csrc/core/NPUCachingAllocator.h"
 #include "csrc/core/NPUBlockingWait.h"
+#include "csrc/core/NPUThreadTeams.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
@@ -95,6 +96,7 @@ void NPUGuardImpl::synchronizeEvent(void* event) const {
   nrtError_t err;
   {
     BlockingWaitScope wait;
+    noteBlockingWait();
     err = nrtEventSynchronize(static_cast<nrtEvent_t>(event));
   }
   NPU_CHECK(err);

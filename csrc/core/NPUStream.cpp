@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "csrc/core/NPUBlockingWait.h"
+#include "csrc/core/NPUThreadTeams.h"
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUTrace.h"
@@ -92,6 +93,7 @@ bool NPUStream::query() const {
 }
 
 void NPUStream::synchronize() const {
+  noteBlockingWait();
   nrtError_t err;
   if (nrtStreamQuery(handle()) == NRT_ERROR_NOT_READY) {
     BlockingWaitScope wait;

@@ -1,6 +1,8 @@
 // DeviceTask.cpp - host tasks on streams, launch modes and error attribution.
 #include "csrc/framework/DeviceTask.h"
 
+#include "csrc/core/NPUThreadTeams.h"
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -83,6 +85,7 @@ const LaunchSite* currentLaunchSite() {
 }
 
 void launchDeviceTask(const c10_npu::NPUStream& stream, const char* what, std::function<void()> fn) {
+  c10_npu::noteDeviceLaunch();
   const ExecutionPolicy& policy = executionPolicy();
   auto task = std::make_unique<Task>(Task{what, t_graph_context, currentLaunchSite(), std::move(fn)});
   if (!policy.task_queue) {

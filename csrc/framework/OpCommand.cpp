@@ -10,6 +10,7 @@
 
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/core/NPUThreadTeams.h"
 #include "csrc/framework/DeviceTask.h"
 #include "csrc/framework/ExecutionPolicy.h"
 #include "csrc/framework/OpStats.h"
@@ -98,6 +99,7 @@ void tagDeviceOpLaunch() {
 }
 
 void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecutor* executor) {
+  c10_npu::noteDeviceLaunch();
   const c10::DeviceIndex device = c10_npu::current_device();
   at::Tensor workspace;
   if (workspace_size > 0) {

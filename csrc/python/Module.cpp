@@ -11,9 +11,11 @@
 #include "csrc/core/NPUException.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
+#include "csrc/core/NPUThreadTeams.h"
 #include "csrc/core/NPUTrace.h"
 #include "csrc/framework/DeferredRelease.h"
 #include "csrc/framework/FaultOrigins.h"
+#include "opslib/aten/HostCache.h"
 #include "csrc/framework/OpStats.h"
 #include "csrc/python/Distributed.h"
 #include "csrc/python/AccuracyBindings.h"
@@ -54,6 +56,8 @@ PYBIND11_MODULE(_C, m) {
     if (message.find("NPU_SIM_FAULT") != std::string::npos) throw std::runtime_error(message);
   }
   at_npu::native::installFaultOrigins();
+  c10_npu::installThreadTeamRelease();
+  npu_opslib_aten_install_host_cache();
   // A Python thread may take the GIL for a trace notification, unless it holds it with an exception
   // pending (a temporary freed while an error propagates): the notification would clobber it.
   c10_npu::trace::setPythonThreadCheck([] {
@@ -72,6 +76,16 @@ PYBIND11_MODULE(_C, m) {
     at_npu::native::drainReleases(stop);
   }, py::arg("stop") = false);
   m.def("_unmatched_faults", [] { return at_npu::native::unmatchedFaults(); });
+  m.def("_host_cache_stats", [] {
+    size_t cached = 0, in_use = 0, hits = 0, misses = 0;
+    npu_opslib_aten_host_cache_stats(&cached, &in_use, &hits, &misses);
+    py::dict d;
+    d["cached_bytes"] = cached;
+    d["in_use_bytes"] = in_use;
+    d["hits"] = hits;
+    d["misses"] = misses;
+    return d;
+  });
   m.def("_release_counts", [] { return at_npu::native::releaseCounts(); });
   m.def("_set_npu_trace_enabled", [](bool enabled) { c10_npu::trace::setEnabled(enabled); });
   m.def("_op_stats", [] {

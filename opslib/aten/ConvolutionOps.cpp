@@ -3,6 +3,7 @@
 #include <ATen/ops/convolution_backward.h>
 
 #include "AtenOpSupport.h"
+#include "HostCache.h"
 
 using namespace npu::opslib::aten;
 
@@ -28,8 +29,9 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionGetWorkspaceSize(
     return Prepared{{x, w, b}, [=]() mutable {
                       std::optional<at::Tensor> bias_opt;
                       if (b.defined()) bias_opt = computeType(b);
-                      o.copy_(at::convolution(computeType(x), computeType(w), bias_opt, s, p, d,
-                                              transposed, op, groups));
+                      const ResultPlacement placed({o}, {x, w, b});
+                      storeResult(o, at::convolution(computeType(x), computeType(w), bias_opt, s, p, d,
+                                                     transposed, op, groups));
                     }, {o}};
   });
 }
@@ -52,12 +54,13 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
                       const std::array<bool, 3> mask{gi.defined(), gw.defined(), gb.defined()};
                       std::optional<at::IntArrayRef> bias_sizes;
                       if (gb.defined()) bias_sizes = at::IntArrayRef(bs);
+                      const ResultPlacement placed({gi, gw, gb}, {g, x, w});
                       auto [rgi, rgw, rgb] = at::convolution_backward(
                           computeType(g), computeType(x), computeType(w), bias_sizes, s, p, d,
                           transposed, op, groups, mask);
-                      if (gi.defined()) gi.copy_(rgi);
-                      if (gw.defined()) gw.copy_(rgw);
-                      if (gb.defined()) gb.copy_(rgb);
+                      if (gi.defined()) storeResult(gi, rgi);
+                      if (gw.defined()) storeResult(gw, rgw);
+                      if (gb.defined()) storeResult(gb, rgb);
                     }, {gi, gw, gb}};
   });
 }

@@ -131,6 +131,8 @@ ThreadPool& Pool() {
   return *g_pool;
 }
 
+std::atomic<aclnnParallelForFn> g_host_parallel_for{nullptr};
+
 }  // namespace
 
 int ParallelThreads() { return Pool().threads(); }
@@ -140,6 +142,10 @@ void ParallelFor(int64_t n, int64_t min_chunk, void* context, RangeFn fn) {
   min_chunk = std::max<int64_t>(min_chunk, 1);
   if (t_is_pool_thread || n < 2 * min_chunk) {
     fn(context, 0, n);
+    return;
+  }
+  if (aclnnParallelForFn host = g_host_parallel_for.load(std::memory_order_acquire)) {
+    host(n, min_chunk, context, fn);
     return;
   }
   ThreadPool& pool = Pool();
@@ -164,3 +170,7 @@ void ParallelFor(int64_t n, int64_t min_chunk, void* context, RangeFn fn) {
 }
 
 }  // namespace npu::opslib
+
+extern "C" void aclnnSetParallelFor(aclnnParallelForFn parallel_for) {
+  npu::opslib::g_host_parallel_for.store(parallel_for, std::memory_order_release);
+}

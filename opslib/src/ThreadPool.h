@@ -4,11 +4,14 @@
 
 #include <cstdint>
 
+#include "npu/opslib.h"
+
 namespace npu::opslib {
 
-using RangeFn = void (*)(void* context, int64_t begin, int64_t end);
+using RangeFn = aclnnParallelRangeFn;
 
-// Runs fn(context, begin, end) over [0, n) in chunks of at least min_chunk elements, on the pool's
+// Runs fn(context, begin, end) over [0, n) in chunks of at least min_chunk elements: on the host
+// process's own intra-op pool when one is installed (aclnnSetParallelFor), else on this pool's
 // threads and the calling thread, and returns when every chunk has run (rethrowing the first
 // exception of a chunk). Runs inline when there is a single chunk, the host has one core, or the
 // caller is a pool thread itself (no nested parallelism). Several streams may call it at once:

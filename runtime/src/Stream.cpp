@@ -45,6 +45,8 @@ std::optional<std::string> RunTask(Task& task) {
 // launched back to back then find it awake, saving a futex wake-up and a context switch per op),
 // and how long a synchronising caller polls before it sleeps (a small op finishes well within it).
 constexpr auto kIdlePoll = std::chrono::microseconds(50);
+// How long a worker that ran out of work waits for more before running the idle hook.
+constexpr auto kIdleRelease = std::chrono::milliseconds(2);
 constexpr auto kSyncPoll = std::chrono::microseconds(20);
 
 // Polls `done()` until it holds or `budget` passes (reading the clock every few polls only).
@@ -277,9 +279,21 @@ void Stream::Run() {
   const std::string thread_name = StrCat("npu", device_, "-s", id_).substr(0, 15);
   pthread_setname_np(pthread_self(), thread_name.c_str());
 
+  bool ran_since_idle = false;
   for (uint64_t index = 0;;) {
     if (queue_.Published() == index) {
       PollFor(kIdlePoll, [&] { return queue_.Published() != index || stopping_.load(); });
+      if (queue_.Published() == index && ran_since_idle) {
+        // Out of work: after a short while with none, release what the tasks left on this thread
+        // (an OpenMP thread team) before the long sleep. Not at once: work that pauses for a
+        // moment (a step's Python) would otherwise rebuild the team every time.
+        ran_since_idle = false;
+        if (nrtWorkerIdleHook hook = g_worker_idle_hook.load(std::memory_order_acquire)) {
+          SleepBeforeIdleHook(index);
+          if (queue_.Published() == index && !stopping_.load(std::memory_order_seq_cst)) hook();
+        }
+        continue;
+      }
       if (queue_.Published() == index) {
         if (stopping_.load(std::memory_order_seq_cst) && queue_.Published() == index) return;
         // Sleep until a producer sees the flag and bumps wake_ (seq-cst on both sides).
@@ -317,6 +331,7 @@ void Stream::Run() {
     if (recorded) activity::TaskFinished(failure.has_value());
     if (failure) RecordFailure(*failure);
     queue_.Pop();
+    ran_since_idle = true;
     ++index;
     retired_.store(index, std::memory_order_seq_cst);
     completed_.store(index, std::memory_order_seq_cst);
@@ -329,7 +344,22 @@ void Stream::Run() {
   }
 }
 
+void Stream::SleepBeforeIdleHook(uint64_t index) {
+  const uint32_t seen = wake_.load(std::memory_order_seq_cst);
+  std::unique_lock<std::mutex> lock(idle_mu_);
+  worker_timed_.store(true, std::memory_order_seq_cst);
+  worker_sleeping_.store(true, std::memory_order_seq_cst);
+  idle_cv_.wait_for(lock, kIdleRelease, [&] {
+    return queue_.Published() != index || stopping_.load(std::memory_order_seq_cst) ||
+           wake_.load(std::memory_order_seq_cst) != seen;
+  });
+  worker_sleeping_.store(false, std::memory_order_relaxed);
+  worker_timed_.store(false, std::memory_order_relaxed);
+}
+
 bool OnAnyStreamWorker() { return t_on_stream_worker; }
+
+std::atomic<nrtWorkerIdleHook> g_worker_idle_hook{nullptr};
 
 namespace {
 // The thread of the last short launch and how many it made in a row (capped). Written only when
@@ -378,3 +408,9 @@ extern "C" void nrtSetTaskErrMsg(const char* message) {
     npu::runtime::t_task_message = message;
   }
 }
+
+extern "C" void nrtSetWorkerIdleHook(nrtWorkerIdleHook hook) {
+  npu::runtime::g_worker_idle_hook.store(hook, std::memory_order_release);
+}
+
+extern "C" int nrtOnStreamWorker(void) { return npu::runtime::OnAnyStreamWorker() ? 1 : 0; }

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,6 +20,9 @@
 #include "npu/runtime.h"
 
 namespace npu::runtime {
+
+// Set by nrtSetWorkerIdleHook: run on a stream worker that has run out of work, before it sleeps.
+extern std::atomic<nrtWorkerIdleHook> g_worker_idle_hook;
 
 class EventRecord;
 class FaultInjector;
@@ -127,8 +131,14 @@ class Stream {
     if (worker_sleeping_.load(std::memory_order_seq_cst)) {
       wake_.fetch_add(1, std::memory_order_seq_cst);
       wake_.notify_one();
+      if (worker_timed_.load(std::memory_order_seq_cst)) {
+        { std::lock_guard<std::mutex> lock(idle_mu_); }  // the worker is either waiting or sees the work
+        idle_cv_.notify_one();
+      }
     }
   }
+  // The worker's first sleep after running tasks: at most kIdleRelease, then the idle hook runs.
+  void SleepBeforeIdleHook(uint64_t index);
   void RecordFailure(std::string message);
   void RunNow(Task& task);  // TryRunNow's run, on the calling thread
   // Watchdog: what the worker is running and since when (steady-clock ns; 0 when idle).
@@ -154,6 +164,10 @@ class Stream {
   alignas(64) std::atomic<bool> stopping_{false};
   alignas(64) std::atomic<bool> worker_sleeping_{false};
   std::atomic<uint32_t> wake_{0};  // futex word the idle worker sleeps on
+  // Set while the worker's sleep is the timed one before the idle hook (SleepBeforeIdleHook).
+  std::atomic<bool> worker_timed_{false};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
   // Tasks done: retired_ counts an event marker just before it completes its event (so a done
   // event implies an idle stream), completed_ just after (so a finished sync implies done events).
   alignas(64) std::atomic<uint64_t> retired_{0};

@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-import torch_npu
+import torch_npu.npu as _npu
 from torch_npu.contrib import _transfer_devices as _dev
 
 # The module (torch_npu.npu.device is the device class): _index() reads its _cuda_is_npu flag.
@@ -94,7 +94,7 @@ def _patch_cuda_namespace(p: _Patches) -> None:
     import torch.cuda.random  # noqa: F401
     import torch.cuda.streams  # noqa: F401
 
-    npu = torch_npu.npu
+    npu = _npu
     extra = ["_lazy_init", "_is_in_bad_fork", "get_device_properties"]
     for cuda_mod, npu_mod in ((torch.cuda, npu), (torch.cuda.random, npu), (torch.cuda.memory, npu),
                               (torch.cuda.streams, npu), (torch.cuda.amp, npu.amp)):

@@ -95,6 +95,9 @@ class _RegisterAfterImport(importlib.abc.MetaPathFinder):
 
 
 def install_lazy_registration() -> None:
+    from torch_npu import npu
+
+    npu._provide_attributes(INDUCTOR_HOOK_NAMES, inductor_hook)
     if _DYNAMO_INTERFACE_MODULE in sys.modules:
         register_device_interface()
     elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):

@@ -8,8 +8,11 @@ through Inductor. The converter runs once per compiled graph, on placeholders: m
 op type, outputs that do not match the op's) fail the compile, naming the op.
 
 The device op is called as aclnn<Type>GetWorkspaceSize(inputs..., attrs..., outputs..., ...), each
-group in the order the converter gives it (the order of EXEC_NPU_CMD in an eager adapter). Output
-shapes come from the op's Meta implementation.
+group in the order the converter gives it (the order of EXEC_NPU_CMD in an eager adapter), except
+for the built-in GE IR ops of ge_ops.IR_OPS ("Add", "Cast", "ArgMaxWithValue", ...), which the
+converter writes as GE declares them and which ge_ops maps onto their device op's parameters.
+Output shapes and dtypes are the converted op's (its Meta implementation: the meta_outputs the
+converter was given), never the device op's guess.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import py_sym_types
 
 from torch_npu.dynamo import device_op as _dev
+from torch_npu.dynamo import ge_ops
 
 _CONVERTERS: dict = {}
 
@@ -45,35 +49,41 @@ class Tensor:
 
 class _Attr:
     kind = ""
+    name = ""  # as converters spell it: ge.attr.<name>
 
     def __init__(self, value):
         self.value = value
 
     def __repr__(self) -> str:
-        return f"ge.attr.{type(self).__name__}({self.value!r})"
+        return f"ge.attr.{self.name}({self.value!r})"
 
 
 class _AttrInt(_Attr):
-    kind = _dev.INT
+    kind, name = _dev.INT, "Int"
+
+
+class _AttrDataType(_AttrInt):
+    """A GE data type code (ge.DataType.DT_FLOAT16, ...): an int to the device op."""
+    name = "DataType"
 
 
 class _AttrFloat(_Attr):
-    kind = _dev.FLOAT
+    kind, name = _dev.FLOAT, "Float"
 
 
 class _AttrBool(_Attr):
-    kind = _dev.BOOL
+    kind, name = _dev.BOOL, "Bool"
 
 
 class _AttrStr(_Attr):
-    kind = _dev.STRING
+    kind, name = _dev.STRING, "Str"
 
 
 class _AttrListInt(_Attr):
-    kind = _dev.INT_ARRAY
+    kind, name = _dev.INT_ARRAY, "ListInt"
 
 
-ATTR_TYPES = {"Int": _AttrInt, "Float": _AttrFloat, "Bool": _AttrBool, "Str": _AttrStr, "ListInt": _AttrListInt}
+ATTR_TYPES = {cls.name: cls for cls in (_AttrInt, _AttrFloat, _AttrBool, _AttrStr, _AttrListInt, _AttrDataType)}
 
 
 class _CustomOpNode:
@@ -207,7 +217,8 @@ def _plan(node: torch.fx.Node, fn: Callable) -> tuple[dict, list]:
         raise ConverterError(f"a converter must make exactly one torchair.ge.custom_op call, this one made "
                              f"{len(recording.nodes)}")
     dev = recording.nodes[0]
-    op_name = f"aclnn{dev.op_type}"
+    ir = ge_ops.IR_OPS.get(dev.op_type)
+    op_name = ir.device_op if ir is not None else f"aclnn{dev.op_type}"
     if not _dev.device_op_exists(op_name):
         raise ConverterError(f"custom_op type '{dev.op_type}': no device op {op_name} is registered (built-in "
                              "ops and custom op packages from ASCEND_CUSTOM_OPP_PATH; "
@@ -224,32 +235,50 @@ def _plan(node: torch.fx.Node, fn: Callable) -> tuple[dict, list]:
     if sorted(order) != list(range(len(dev.outputs))):
         raise ConverterError(f"the converter must return each of custom_op '{dev.op_type}''s "
                              f"{len(dev.outputs)} outputs ({', '.join(dev.outputs)}) exactly once")
-    inputs = []
-    for _, value in dev.inputs:
-        if value is None:
-            inputs.append(None)
-        elif isinstance(value, list):
-            inputs.append([_input_index(v, dev) for v in value])
-        else:
-            inputs.append(_input_index(value, dev))
+    # custom_op output j is the op's output order.index(j), and is described by that output's meta.
+    outputs = [order.index(j) for j in range(len(dev.outputs))]
+    metas = [expected[i] for i in outputs]
     spec = {
         "source": f"{op.namespace}::{op._opname}.{op._overloadname}",
         "args": _template(list(node.args), tensors),
         "kwargs": {k: _template(v, tensors) for k, v in node.kwargs.items()},
         "tuple": isinstance(meta, (list, tuple)),
-        "inputs": inputs,
-        "attrs": [[a.kind, a.value] for _, a in dev.attrs],
-        # device-op output j is the op's output order.index(j)
-        "outputs": [order.index(j) for j in range(len(dev.outputs))],
+        # the device op's arguments: {"in": input}, {"out": custom_op output}, {"arg": [kind, value]}
+        "call": _ir_call(dev, ir, metas) if ir is not None else _direct_call(dev),
+        "outputs": outputs,
         "device_op": op_name,
     }
     return spec, tensors
 
 
-def _input_index(t: Tensor, dev) -> int:
-    if t._source[0] != "input":
-        raise ConverterError(f"custom_op '{dev.op_type}' input {t!r} is not one of the op's inputs")
-    return t._source[1]
+def _input_entry(value, dev) -> dict:
+    """A custom_op input as the device-op call refers to it: an op input's index, a list, or None."""
+    def index(t: Tensor) -> int:
+        if t._source[0] != "input":
+            raise ConverterError(f"custom_op '{dev.op_type}' input {t!r} is not one of the op's inputs")
+        return t._source[1]
+
+    if value is None:
+        return {"in": None}
+    return {"in": [index(v) for v in value] if isinstance(value, list) else index(value)}
+
+
+def _direct_call(dev) -> list:
+    """aclnn<Type>(inputs..., attrs..., outputs...), each in the converter's order."""
+    return ([_input_entry(value, dev) for _, value in dev.inputs]
+            + [{"arg": [a.kind, a.value]} for _, a in dev.attrs]
+            + [{"out": j} for j in range(len(dev.outputs))])
+
+
+def _ir_call(dev, ir, metas: list) -> list:
+    """The device-op call of a built-in GE IR op (ge_ops), from the IR's inputs, attributes and outputs."""
+    try:
+        refs = ge_ops.device_call(dev.op_type, ir, [name for name, _ in dev.inputs], dict(dev.attrs), dev.outputs,
+                                  metas)
+    except ge_ops.IrCallError as e:
+        raise ConverterError(f"custom_op '{dev.op_type}' {e}") from None
+    return [_input_entry(dev.inputs[ref[1]][1], dev) if ref[0] == "in" else
+            {"out": ref[1]} if ref[0] == "out" else {"arg": [ref[1], ref[2]]} for ref in refs]
 
 
 _KEPT_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "original_aten", "from_node", "seq_nr")
@@ -337,15 +366,16 @@ def _device_op_npu(spec: str, inputs):
     outputs = [torch.empty_strided(metas[i].shape, metas[i].stride(), dtype=metas[i].dtype, device=device)
                for i in plan["outputs"]]
     kinds, values = [], []
-    for entry in plan["inputs"]:
-        value = None if entry is None else (
-            [inputs[i] for i in entry] if isinstance(entry, list) else inputs[entry])
-        kinds.append(_dev.tensor_kind(value))
-        values.append(value)
-    for kind, value in plan["attrs"]:
+    for entry in plan["call"]:
+        if "in" in entry:
+            index = entry["in"]
+            value = [inputs[i] for i in index] if isinstance(index, list) else None if index is None else inputs[index]
+            kind = _dev.tensor_kind(value)
+        elif "out" in entry:
+            kind, value = _dev.TENSOR, outputs[entry["out"]]
+        else:
+            kind, value = entry["arg"]
         kinds.append(kind)
         values.append(value)
-    kinds.extend(_dev.TENSOR for _ in outputs)
-    values.extend(outputs)
     _dev.run_device_op(plan["device_op"], "".join(kinds), values)
     return outputs

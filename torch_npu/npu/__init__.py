@@ -138,10 +138,20 @@ _dump._from_env()
 __all__ = [name for name in dir() if not name.startswith("_")]
 
 
-def __getattr__(name):
-    # Inductor's PrivateUse1 hook asks the device module for its codegen classes on first compile.
-    from torch_npu import dynamo
+# Attributes a layer above this package supplies on first use: Inductor's PrivateUse1 hook asks the
+# device module for its codegen classes on the first compile, and torch_npu.dynamo (which imports
+# this package, not the other way round) registers the function that answers.
+_attribute_providers = {}
 
-    if name in dynamo.INDUCTOR_HOOK_NAMES:
-        return dynamo.inductor_hook(name)
+
+def _provide_attributes(names, provider) -> None:
+    """Has `torch.npu.<name>` answered by `provider(name)` for each of `names`."""
+    for name in names:
+        _attribute_providers[name] = provider
+
+
+def __getattr__(name):
+    provider = _attribute_providers.get(name)
+    if provider is not None:
+        return provider(name)
     raise AttributeError(f"module 'torch.npu' has no attribute {name!r}")

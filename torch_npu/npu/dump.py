@@ -87,7 +87,7 @@ def set_dump(cfg_file: str) -> None:
 def finalize_dump() -> None:
     """Waits for the ops launched so far, stops dumping and reports a file that could not be written."""
     from torch_npu import _C
-    from torch_npu.npu import device_count, synchronize
+    from torch_npu.npu.device import device_count, synchronize
 
     _state["initialized"] = False
     if not _state["running"]:

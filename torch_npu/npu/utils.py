@@ -56,8 +56,6 @@ def is_bf16_supported(including_emulation: bool = False) -> bool:
 
 
 def _device(device=None) -> torch.device:
-    from torch_npu.npu import current_device
-
     if device is None:
         return torch.device("npu", current_device())
     device = torch.device(device)
@@ -80,17 +78,13 @@ def is_overflow_detection_enabled() -> bool:
 def get_npu_overflow_flag(device=None) -> bool:
     """True if an op on `device` produced inf/nan from finite inputs since the flag was cleared
     (waits for the work queued on the current stream)."""
-    import torch_npu
-
-    status = torch_npu.npu_get_float_status(torch.zeros(8, device=_device(device)))
+    status = torch.ops.npu.npu_get_float_status(torch.zeros(8, device=_device(device)))
     return bool(status.cpu()[0] != 0)
 
 
 def clear_npu_overflow_flag(device=None) -> None:
     """Clears the flag of `device`, in order with the work queued on the current stream."""
-    import torch_npu
-
-    torch_npu.npu_clear_float_status(torch.zeros(8, device=_device(device)))
+    torch.ops.npu.npu_clear_float_status(torch.zeros(8, device=_device(device)))
 
 
 def npu_check_overflow(grad=None, device=None) -> bool:

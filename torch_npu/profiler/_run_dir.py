@@ -11,6 +11,8 @@ import tempfile
 
 import torch
 
+from torch_npu.version import __version__
+
 SUFFIX = "_ascend_pt"
 
 
@@ -72,13 +74,8 @@ def write_info(run_dir: str, config: dict, start_ns: int, end_ns: int, metadata:
     rank = rank_id()
     info = {"config": config, "start_info": {"collectionTimeBegin": start_ns},
             "end_info": {"collectionTimeEnd": end_ns}, "rank_id": rank, "pid": os.getpid(),
-            "hostname": socket.gethostname(), "torch_version": torch.__version__.split("+")[0]}
-    try:
-        import torch_npu
-
-        info["torch_npu_version"] = torch_npu.__version__
-    except (ImportError, AttributeError):  # pragma: no cover
-        pass
+            "hostname": socket.gethostname(), "torch_version": torch.__version__.split("+")[0],
+            "torch_npu_version": __version__}
     if warning:
         info["device_warning"] = warning
     name = f"profiler_info_{rank}.json" if rank is not None else "profiler_info.json"

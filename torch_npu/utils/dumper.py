@@ -518,9 +518,9 @@ def _to_tensor(data: np.ndarray, like: torch.Tensor) -> torch.Tensor:
     if like.device.type == "npu":
         fmt, _ = _npu_format(like)
         if fmt in _PRIVATE_FORMATS:
-            import torch_npu
+            from torch_npu._formats import Format, npu_format_cast
 
-            value = torch_npu.npu_format_cast(value, getattr(torch_npu.Format, fmt))
+            value = npu_format_cast(value, Format[fmt])
     return value
 
 

@@ -163,6 +163,15 @@ NOP_API aclnnStatus aclnnRegisterBuiltinOp(const char* name, void* get_workspace
 NOP_API int aclnnOpCount(void);
 NOP_API const aclnnOpEntry* aclnnOpAt(int index);  // for listing the registry
 
+// Where the op library's kernels run their parallel loops. By default on a small pool of its own;
+// a host process with an intra-op pool of its own (PyTorch's) installs a function that runs
+// fn(context, begin, end) over [0, n) in chunks of at least min_chunk on that pool, and returns when
+// all have run (rethrowing a chunk's exception): two pools on the same cores would compete for them.
+// NULL restores the op library's pool.
+typedef void (*aclnnParallelRangeFn)(void* context, int64_t begin, int64_t end);
+typedef void (*aclnnParallelForFn)(int64_t n, int64_t min_chunk, void* context, aclnnParallelRangeFn fn);
+NOP_API void aclnnSetParallelFor(aclnnParallelForFn parallel_for);
+
 // Shared launch: every op's Xxx(workspace, size, executor, stream) is this; it queues the work
 // prepared by XxxGetWorkspaceSize on the stream and takes ownership of the executor.
 NOP_API aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize,

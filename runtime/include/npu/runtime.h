@@ -142,6 +142,14 @@ NRT_API nrtError_t nrtLaunchHostFuncShort(nrtStream_t stream, nrtHostFunc fn, vo
                                           const char* name, const char* site);
 // Inside a host function: the message reported at the next sync if the function returns non-zero.
 NRT_API void nrtSetTaskErrMsg(const char* message);
+// Runs on a stream worker thread that ran out of work and found none for 2 ms, before it sleeps: a host that
+// runs tasks whose code keeps per-thread resources (an OpenMP thread team started by a parallel
+// kernel) releases them here, so that an idle stream leaves nothing behind that slows other work.
+// Process-wide; NULL removes it.
+typedef void (*nrtWorkerIdleHook)(void);
+NRT_API void nrtSetWorkerIdleHook(nrtWorkerIdleHook hook);
+// 1 on a stream worker thread (running queued tasks), 0 elsewhere.
+NRT_API int nrtOnStreamWorker(void);
 
 // Events: a recorded event completes when the stream reaches it; timing in milliseconds.
 NRT_API nrtError_t nrtEventCreate(nrtEvent_t* event);

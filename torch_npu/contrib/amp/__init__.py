@@ -9,7 +9,7 @@
 """
 
 from torch_npu.contrib.amp.frontend import initialize, load_state_dict, state_dict
-from torch_npu.contrib.amp.handle import scale_loss
+from torch_npu.contrib.amp.handle import master_params, scale_loss
 from torch_npu.contrib.amp.scaler import LossScaler
 
-__all__ = ["initialize", "scale_loss", "state_dict", "load_state_dict", "LossScaler"]
+__all__ = ["initialize", "scale_loss", "master_params", "state_dict", "load_state_dict", "LossScaler"]

@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
+from torch_npu.contrib.amp._state import _amp_state
 from torch_npu.contrib.amp.handle import AmpOptimizerStash
 from torch_npu.contrib.amp.scaler import LossScaler
 
@@ -28,21 +29,6 @@ _OPT_LEVELS = {
 }
 
 
-class _AmpState:
-    """What initialize() set up; scale_loss() and state_dict() read it."""
-
-    def __init__(self):
-        self.initialized = False
-        self.enabled = True
-        self.opt_level = None
-        self.combine_grad = False
-        self.verbosity = 1
-        self.loss_scalers = []
-
-
-_amp_state = _AmpState()
-
-
 def _cast_floating(value, dtype):
     """`value` with every floating tensor inside (tuples, lists, dicts) cast to `dtype`."""
     if isinstance(value, torch.Tensor):
@@ -60,15 +46,19 @@ def _patch_forward(module: nn.Module, wrapper) -> None:
     module.forward = functools.wraps(original)(functools.partial(wrapper, original))
 
 
-def _autocast_forward(device_type, dtype, original, *args, **kwargs):
+def _autocast_forward(device_type, dtype, out_dtype, original, *args, **kwargs):
     with torch.autocast(device_type, dtype=dtype):
         out = original(*args, **kwargs)
     # Losses are usually computed outside forward(): hand them float32 like apex does.
-    return _cast_floating(out, torch.float32)
+    return _cast_floating(out, out_dtype)
 
 
-def _half_model_forward(dtype, original, *args, **kwargs):
-    return _cast_floating(original(*_cast_floating(args, dtype), **_cast_floating(kwargs, dtype)), torch.float32)
+def _half_model_forward(dtype, out_dtype, original, *args, **kwargs):
+    return _cast_floating(original(*_cast_floating(args, dtype), **_cast_floating(kwargs, dtype)), out_dtype)
+
+
+def _cast_outputs_forward(out_dtype, original, *args, **kwargs):
+    return _cast_floating(original(*args, **kwargs), out_dtype)
 
 
 def _fp32_batchnorm_forward(original, x, *args, **kwargs):
@@ -97,16 +87,31 @@ def _check_loss_scale(loss_scale):
     return loss_scale
 
 
+# Parameter names, order and defaults are apex's (Ascend's apex adds the dynamic-scale factors and
+# combine_grad ... check_combined_tensors), so `from apex import amp` scripts pass them unchanged.
 def initialize(models, optimizers=None, enabled: bool = True, opt_level: str = "O1", cast_model_type=None,
-               keep_batchnorm_fp32: Optional[bool] = None, master_weights: Optional[bool] = None,
-               loss_scale=None, num_losses: int = 1, verbosity: int = 1, min_loss_scale: Optional[float] = None,
-               max_loss_scale: float = 2.0**24, combine_grad: bool = False, dtype: torch.dtype = torch.float16):
+               patch_torch_functions: Optional[bool] = None, keep_batchnorm_fp32: Optional[bool] = None,
+               master_weights: Optional[bool] = None, loss_scale=None, cast_model_outputs=None,
+               num_losses: int = 1, verbosity: int = 1, dynamic_init_scale: float = 2.0**16,
+               scale_growth_factor: float = 2.0, scale_backoff_factor: float = 0.5, scale_window: int = 2000,
+               min_loss_scale: Optional[float] = None, max_loss_scale: float = 2.0**24,
+               combine_grad: Optional[bool] = None, combine_ddp: Optional[bool] = None, ddp_replica_count: int = 4,
+               user_cast_preferred: Optional[bool] = None, check_combined_tensors: Optional[bool] = None,
+               dtype: torch.dtype = torch.float16):
     """Prepare models and optimizers for mixed precision at `opt_level` ("O0".."O3"). Returns them in
     the form they were given (one object or a list). Keyword arguments override the opt level's
     defaults: `loss_scale` (a number: static; "dynamic" or a negative number: dynamic),
-    `keep_batchnorm_fp32`, `master_weights`, `cast_model_type`. `combine_grad=True` keeps gradients in
-    one combined buffer per parameter group and dtype, so unscaling and the overflow check are one
-    device op each. `dtype` (float16 or bfloat16) is the low precision type of O1-O3."""
+    `patch_torch_functions` (O1's autocast), `keep_batchnorm_fp32`, `master_weights`, `cast_model_type`;
+    `cast_model_outputs` is the dtype of the model's floating outputs (default float32).
+    A dynamic scale starts at `dynamic_init_scale`, is multiplied by `scale_backoff_factor` on an
+    overflow and by `scale_growth_factor` after `scale_window` clean steps. `combine_grad=True` keeps
+    gradients in one combined buffer per parameter group and dtype, so unscaling and the overflow
+    check are one device op each. `dtype` (float16 or bfloat16) is the low precision type of O1-O3.
+
+    Accepted for apex's sake without effect: `check_combined_tensors` (combined buffers are always
+    checked before use), `user_cast_preferred` (O1 casts follow torch.autocast's policies; there is no
+    user cast registry to prefer), `ddp_replica_count` (only used by combine_ddp). `combine_ddp=True`
+    raises: wrap the model in DistributedDataParallel instead."""
     if opt_level not in _OPT_LEVELS:
         raise ValueError(f"amp.initialize: unknown opt_level {opt_level!r}; use one of {', '.join(_OPT_LEVELS)} "
                          "(the letter O and a digit, not zero and a digit)")
@@ -114,6 +119,14 @@ def initialize(models, optimizers=None, enabled: bool = True, opt_level: str = "
         raise ValueError(f"amp.initialize: dtype must be torch.float16 or torch.bfloat16, got {dtype}")
     if num_losses < 1:
         raise ValueError(f"amp.initialize: num_losses must be >= 1, got {num_losses}")
+    if combine_ddp:
+        # Silently ignoring it would leave a script that dropped its DDP wrapper training unsynchronised.
+        raise NotImplementedError("amp.initialize: combine_ddp (Ascend apex's combined-gradient replacement for "
+                                  "DistributedDataParallel) is not available; wrap the model in "
+                                  "torch.nn.parallel.DistributedDataParallel after amp.initialize instead "
+                                  "(combine_grad=True still combines the gradients for unscaling)")
+    combine_grad = bool(combine_grad)
+    out_dtype = torch.float32 if cast_model_outputs is None else cast_model_outputs
     models_were_list = isinstance(models, (list, tuple))
     model_list = list(models) if models_were_list else [models]
     for m in model_list:
@@ -129,8 +142,9 @@ def initialize(models, optimizers=None, enabled: bool = True, opt_level: str = "
             raise TypeError(f"amp.initialize: optimizers must be torch.optim.Optimizer objects, got {type(o).__name__}")
 
     props = dict(_OPT_LEVELS[opt_level])
-    for name, value in (("cast_model_type", cast_model_type), ("keep_batchnorm_fp32", keep_batchnorm_fp32),
-                        ("master_weights", master_weights), ("loss_scale", loss_scale)):
+    for name, value in (("cast_model_type", cast_model_type), ("autocast", patch_torch_functions),
+                        ("keep_batchnorm_fp32", keep_batchnorm_fp32), ("master_weights", master_weights),
+                        ("loss_scale", loss_scale)):
         if value is not None:
             props[name] = value
     if props["cast_model_type"] is not None and opt_level in ("O2", "O3"):
@@ -149,8 +163,10 @@ def initialize(models, optimizers=None, enabled: bool = True, opt_level: str = "
     for model in model_list:
         model._npu_amp_initialized = True
         if props["autocast"]:
-            _patch_forward(model, functools.partial(_autocast_forward, _model_device_type(model), dtype))
+            _patch_forward(model, functools.partial(_autocast_forward, _model_device_type(model), dtype, out_dtype))
         cast_type = props["cast_model_type"]
+        if not props["autocast"] and cast_type is None and cast_model_outputs is not None:
+            _patch_forward(model, functools.partial(_cast_outputs_forward, out_dtype))
         if cast_type is not None:
             model.to(cast_type)
             if props["keep_batchnorm_fp32"]:
@@ -158,7 +174,7 @@ def initialize(models, optimizers=None, enabled: bool = True, opt_level: str = "
                     if isinstance(sub, nn.modules.batchnorm._BatchNorm):
                         sub.float()
                         _patch_forward(sub, _fp32_batchnorm_forward)
-            _patch_forward(model, functools.partial(_half_model_forward, cast_type))
+            _patch_forward(model, functools.partial(_half_model_forward, cast_type, out_dtype))
 
     stashes = [AmpOptimizerStash(optimizer, master_weights=props["master_weights"], combine_grad=combine_grad,
                                  amp_state=_amp_state) for optimizer in optimizer_list]
@@ -173,7 +189,9 @@ def initialize(models, optimizers=None, enabled: bool = True, opt_level: str = "
             model.register_load_state_dict_post_hook(refresh_masters)
 
     _amp_state.loss_scalers = [
-        LossScaler(props["loss_scale"], min_loss_scale=min_loss_scale, max_loss_scale=max_loss_scale)
+        LossScaler(props["loss_scale"], init_scale=dynamic_init_scale, scale_factor=scale_growth_factor,
+                   scale_window=scale_window, min_loss_scale=min_loss_scale, max_loss_scale=max_loss_scale,
+                   backoff_factor=scale_backoff_factor)
         for _ in range(num_losses)
     ]
     if verbosity > 0:

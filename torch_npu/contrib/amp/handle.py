@@ -7,6 +7,7 @@ from typing import Dict, List
 
 import torch
 
+from torch_npu.contrib.amp._state import _amp_state
 from torch_npu.utils.combine_tensors import combined_grad_buffer, is_combined_tensor_valid
 
 
@@ -121,6 +122,13 @@ class _Bucket:
         self.model_masters: List[torch.Tensor] = []
 
 
+def master_params(optimizer):
+    """The parameters `optimizer` updates: after amp.initialize with master weights (O2) the float32
+    masters, not the model's float16 parameters (clip these: their gradients are the unscaled ones)."""
+    for group in optimizer.param_groups:
+        yield from group["params"]
+
+
 def _amp_step(optimizer, *args, **kwargs):
     stash = optimizer._amp_stash
     if stash.skip_next_step:
@@ -136,15 +144,15 @@ def _amp_zero_grad(optimizer, set_to_none: bool = True):
 
 
 @contextlib.contextmanager
-def scale_loss(loss: torch.Tensor, optimizers, loss_id: int = 0, model=None, delay_unscale: bool = False):
+def scale_loss(loss: torch.Tensor, optimizers, loss_id: int = 0, model=None, delay_unscale: bool = False,
+               delay_overflow_check: bool = False):
     """`with amp.scale_loss(loss, optimizer) as scaled_loss: scaled_loss.backward()`.
 
     Yields the loss times the current loss scale. On exit the gradients are unscaled on the device
     and checked for inf/nan; after an overflow the next optimizer.step() is skipped (and a dynamic
     scale shrinks). `delay_unscale=True` leaves the gradients scaled (gradient accumulation: use it
-    on every backward but the last before optimizer.step())."""
-    from torch_npu.contrib.amp.frontend import _amp_state
-
+    on every backward but the last before optimizer.step()). `delay_overflow_check=True` unscales but
+    neither checks for overflow nor updates the scale, saving the device synchronisation."""
     if not _amp_state.initialized:
         raise RuntimeError("amp.scale_loss: call amp.initialize(model, optimizer, opt_level=...) first")
     if not _amp_state.enabled:
@@ -172,6 +180,8 @@ def scale_loss(loss: torch.Tensor, optimizers, loss_id: int = 0, model=None, del
     for o in optimizer_list:
         for device, flag in scaler.unscale(o._amp_stash.grads_to_unscale()).items():
             found[device] = flag if device not in found else found[device] + flag
+    if delay_overflow_check:
+        return  # reading the flags is the synchronisation this skips
     overflow = any(bool(flag.item()) for flag in found.values())
     if status_device is not None:
         overflow = torch.npu.get_npu_overflow_flag(status_device) or overflow

@@ -1,20 +1,23 @@
 """LossScaler: apex-style loss scale bookkeeping; unscaling and the inf/nan check run on the device."""
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 
 
 class LossScaler:
     """A static scale (`loss_scale` a number) or a dynamic one (`"dynamic"`): the dynamic scale
-    starts at `init_scale`, halves on every overflow and doubles after `scale_window` steps without
-    one, staying within [min_loss_scale, max_loss_scale]."""
+    starts at `init_scale`, is multiplied by `backoff_factor` (default 1 / scale_factor: halved) on
+    every overflow and by `scale_factor` after `scale_window` steps without one, staying within
+    [min_loss_scale, max_loss_scale]."""
 
     def __init__(self, loss_scale, init_scale: float = 2.0**16, scale_factor: float = 2.0,
-                 scale_window: int = 2000, min_loss_scale=None, max_loss_scale: float = 2.0**24):
+                 scale_window: int = 2000, min_loss_scale=None, max_loss_scale: float = 2.0**24,
+                 backoff_factor: Optional[float] = None):
         self.dynamic = loss_scale == "dynamic"
         self._loss_scale = min(max_loss_scale, init_scale) if self.dynamic else float(loss_scale)
         self._scale_factor = scale_factor
+        self._backoff_factor = 1.0 / scale_factor if backoff_factor is None else backoff_factor
         self._scale_window = scale_window
         self._min_loss_scale = min_loss_scale
         self._max_loss_scale = max_loss_scale
@@ -41,7 +44,7 @@ class LossScaler:
         if not self.dynamic:
             return
         if overflow:
-            self._loss_scale /= self._scale_factor
+            self._loss_scale *= self._backoff_factor
             if self._min_loss_scale is not None:
                 self._loss_scale = max(self._min_loss_scale, self._loss_scale)
             self._unskipped = 0

@@ -5,101 +5,20 @@ inputs already differ was contaminated by an op before it. The first root cause 
 is the likely root cause.
 """
 
-from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from torch_npu.tools.accucmp.metrics import NO, UNMATCHED, YES, compare_arrays, compare_stats
+from torch_npu.tools.accucmp.metrics import UNMATCHED, compare_arrays, compare_stats
+from torch_npu.tools.accucmp.report import write_reports
+from torch_npu.tools.accucmp.result import (CONTAMINATED, LIKELY_ROOT_CAUSE, ONLY_BENCH, ONLY_NPU, ROOT_CAUSE,
+                                            CompareResult, OpResult, Row)
 from torch_npu.utils.dump_file import DumpFile, TensorRecord
 
-LIKELY_ROOT_CAUSE = "likely root cause"
-ROOT_CAUSE = "root cause"
-CONTAMINATED = "contaminated"
-ONLY_NPU = "only in the NPU dump"
-ONLY_BENCH = "only in the benchmark dump"
-
-
-@dataclass
-class Row:
-    """One matched tensor (or one op found on one side only)."""
-    npu_name: str
-    bench_name: str
-    npu_dtype: str = ""
-    bench_dtype: str = ""
-    npu_shape: str = ""
-    bench_shape: str = ""
-    cosine: Optional[float] = None
-    max_abs: Optional[float] = None
-    max_rel: Optional[float] = None
-    thousandth: Optional[float] = None
-    five_thousandths: Optional[float] = None
-    npu_stats: Dict[str, float] = field(default_factory=dict)
-    bench_stats: Dict[str, float] = field(default_factory=dict)
-    verdict: str = YES
-    cause: str = ""
-    kind: str = "output"        # input / output
-    message: str = ""
-    op: str = ""
-    stack: str = ""
-    module: str = ""
-
-
-@dataclass
-class OpResult:
-    """The rows of one op call, in execution order."""
-    name: str
-    seqid: int
-    op: str = ""
-    order: int = 0
-    phase: str = "forward"
-    stack: str = ""
-    module: str = ""
-    inputs: List[Row] = field(default_factory=list)
-    outputs: List[Row] = field(default_factory=list)
-    cause: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.name}/{self.seqid}"
-
-    def failed(self) -> bool:
-        """An output misses the accuracy bar (a shape mismatch is Unmatched, not a failure)."""
-        return any(r.verdict == NO for r in self.outputs)
-
-    def inputs_pass(self) -> bool:
-        return all(r.verdict != NO for r in self.inputs)
-
-
-@dataclass
-class CompareResult:
-    ops: List[OpResult]
-    unmatched: List[str]          # "name/seqid (only in ...)"
-    not_compared: List[str] = field(default_factory=list)  # "name/seqid (reason)"
-    npu_path: str = ""
-    bench_path: str = ""
-    csv_path: Optional[str] = None
-    html_path: Optional[str] = None
-
-    @property
-    def rows(self) -> List[Row]:
-        rows = []
-        for op in self.ops:
-            rows.extend(op.inputs + op.outputs)
-        return rows
-
-    @property
-    def root_causes(self) -> List[OpResult]:
-        return [op for op in self.ops if op.cause in (LIKELY_ROOT_CAUSE, ROOT_CAUSE)]
-
-    @property
-    def likely_root_cause(self) -> Optional[OpResult]:
-        return next((op for op in self.ops if op.cause == LIKELY_ROOT_CAUSE), None)
-
-    def summary(self) -> str:
-        from torch_npu.tools.accucmp.report import summary_text
-
-        return summary_text(self)
+# The result types and cause labels live in result.py (reports use them too); they stay importable
+# from here, where callers have always found them.
+__all__ = ["CONTAMINATED", "LIKELY_ROOT_CAUSE", "ONLY_BENCH", "ONLY_NPU", "ROOT_CAUSE", "CompareResult", "OpResult",
+           "Row", "compare_files", "mark_causes", "tensor_row"]
 
 
 def tensor_row(npu_name: str, bench_name: str, npu: Optional[TensorRecord], bench: Optional[TensorRecord],
@@ -186,8 +105,6 @@ def compare_files(npu_path: str, bench_path: str, out_dir: Optional[str] = None,
         unmatched += [f"{k[0]}/{k[1]} ({ONLY_BENCH})" for k in sorted(bench_keys - matched, key=order_of)]
     result = CompareResult(ops=ops, unmatched=unmatched, npu_path=npu_path, bench_path=bench_path)
     if out_dir is not None:
-        from torch_npu.tools.accucmp.report import write_reports
-
         write_reports(result, out_dir)
     return result
 

@@ -1,4 +1,4 @@
-"""CSV and HTML reports of a comparison, and its console summary."""
+"""CSV and HTML reports of a comparison."""
 
 import csv
 import html
@@ -7,8 +7,8 @@ import os
 import time
 from typing import List, Optional
 
-from torch_npu.tools.accucmp.compare import CONTAMINATED, LIKELY_ROOT_CAUSE, CompareResult, OpResult, Row
 from torch_npu.tools.accucmp.metrics import NO, UNMATCHED
+from torch_npu.tools.accucmp.result import CONTAMINATED, LIKELY_ROOT_CAUSE, CompareResult, Row, all_rows, summary_text
 
 COLUMNS = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Shape", "Bench Shape", "Cosine",
            "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio",
@@ -33,68 +33,12 @@ def _cells(row: Row) -> List[str]:
             _num(b.get("norm")), row.verdict, row.cause, row.op, row.stack, row.module, row.message]
 
 
-def _unmatched_rows(result: CompareResult) -> List[Row]:
-    rows = []
-    for entry in result.not_compared:
-        name, _, why = entry.partition(" (")
-        rows.append(Row(npu_name=name, bench_name="", verdict="Not compared", message=why.rstrip(")")))
-    for entry in result.unmatched:
-        name, _, where = entry.partition(" (")
-        only_npu = where.startswith("only in the NPU")
-        rows.append(Row(npu_name=name if only_npu else "", bench_name="" if only_npu else name,
-                        verdict=UNMATCHED, message=where.rstrip(")")))
-    return rows
-
-
-def all_rows(result: CompareResult) -> List[Row]:
-    return result.rows + _unmatched_rows(result)
-
-
 def write_csv(result: CompareResult, path: str) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(COLUMNS)
         for row in all_rows(result):
             writer.writerow(_cells(row))
-
-
-def _describe(op: OpResult) -> str:
-    where = f" at {op.stack}" if op.stack else ""
-    module = f" in {op.module}" if op.module else ""
-    worst = min((r for r in op.outputs if r.cosine is not None), key=lambda r: r.cosine, default=None)
-    detail = f": cosine {worst.cosine:.4f}, max abs err {worst.max_abs:.4g}" if worst is not None else ""
-    return f"{op.key} ({op.op or op.name}, {op.phase}){where}{module}{detail}"
-
-
-def summary_text(result: CompareResult) -> str:
-    rows = all_rows(result)
-    failed = [r for r in rows if r.verdict == NO]
-    unmatched = [r for r in rows if r.verdict == UNMATCHED]
-    lines = [f"compared {len(result.ops)} ops, {len(result.rows)} tensors: {len(failed)} not reached, "
-             f"{len(unmatched)} unmatched"]
-    likely = result.likely_root_cause
-    if likely is not None:
-        lines.append(f"likely root cause: {_describe(likely)}")
-        others = [op for op in result.root_causes if op is not likely]
-        if others:
-            lines.append("other ops that fail on matching inputs: " + ", ".join(op.key for op in others[:10])
-                         + (" ..." if len(others) > 10 else ""))
-        contaminated = [op for op in result.ops if op.cause == CONTAMINATED]
-        if contaminated:
-            lines.append(f"{len(contaminated)} later ops differ because their inputs already differ (contaminated)")
-    elif failed:
-        lines.append("every failing op already had differing inputs: no root cause inside the dump")
-    else:
-        lines.append("accuracy reached for every matched tensor")
-    if result.unmatched:
-        lines.append(f"unmatched ops ({len(result.unmatched)}): " + ", ".join(result.unmatched[:8])
-                     + (" ..." if len(result.unmatched) > 8 else ""))
-    if result.not_compared:
-        lines.append(f"not compared ({len(result.not_compared)}): " + ", ".join(result.not_compared[:8])
-                     + (" ..." if len(result.not_compared) > 8 else ""))
-    if result.csv_path:
-        lines.append(f"report: {result.csv_path}, {result.html_path}")
-    return "\n".join(lines)
 
 
 _STYLE = """body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}

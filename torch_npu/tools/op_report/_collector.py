@@ -11,21 +11,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-# Verdicts, blockers first.
-CPU_FALLBACK = "CPU fallback"
-GENERIC = "generic executor"
-UNKNOWN = "unknown"
-NPU_KERNEL = "npu kernel"
-DEVICE_OP = "named device op"
-ORDER = {CPU_FALLBACK: 0, GENERIC: 1, UNKNOWN: 2, NPU_KERNEL: 3, DEVICE_OP: 4}
-EXPLAIN = {
-    CPU_FALLBACK: "copied to the CPU and back, synchronously (no Meta kernel, data-dependent output or strict "
-                  "mode): slow on any device; a real NPU would not run it",
-    GENERIC: "a CPU kernel queued on the npu stream (generic executor): a real NPU's op library would not run it",
-    UNKNOWN: "not an op of this build's registry",
-    NPU_KERNEL: "an npu kernel (views, copies, creation, custom ops, or built from other npu ops)",
-    DEVICE_OP: "an adapter on a named device op (aclnnXxx)",
-}
+from ._render import write_reports
+from ._verdicts import CPU_FALLBACK, DEVICE_OP, GENERIC, NPU_KERNEL, ORDER, UNKNOWN
 
 
 @dataclass
@@ -216,8 +203,6 @@ class OpReport:
                 f"tensors in this run)")
 
     def write(self, out_dir: str = "op_report", title: str = "Op-support report") -> dict:
-        from ._render import write_reports
-
         return write_reports(self, out_dir, title)
 
 

@@ -6,7 +6,7 @@ import csv
 import html
 import os
 
-from ._collector import EXPLAIN, ORDER
+from ._verdicts import EXPLAIN, ORDER
 
 HEADERS = ["Op", "Verdict", "Calls", "Input shapes (most common)", "Dtypes", "Devices", "Detail"]
 

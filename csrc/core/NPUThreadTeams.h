@@ -1,0 +1,31 @@
+// NPUThreadTeams.h - keeps the process to one busy OpenMP thread team: CPU kernels that stream workers
+// run start teams of their own, and idle teams slow every other team down.
+#pragma once
+
+namespace c10_npu {
+
+// Why: libgomp counts the threads of every team in the process; once there are more of them than
+// CPUs, it stops letting any team's threads spin between parallel regions. So after one npu kernel
+// (the stream worker's team), CPU work elsewhere in the process ran a third slower, and npu kernels
+// slowed down because of the launching thread's idle team. Two rules keep one team alive at a time:
+// - a stream worker releases its team after 2 ms without work (runtime idle hook);
+// - a thread that starts launching device work releases its own team (it has stopped computing).
+// And the op library's parallel kernels run on ATen's intra-op pool rather than a pool of their own.
+void installThreadTeamRelease();
+
+// Releases the calling thread's OpenMP team, if it has one and is outside a parallel region.
+void releaseThreadTeam();
+
+namespace detail {
+extern thread_local bool t_launching;
+void startLaunching();
+}  // namespace detail
+
+// On every device launch: the first one after this thread's last blocking wait releases its team.
+inline void noteDeviceLaunch() {
+  if (__builtin_expect(!detail::t_launching, 0)) detail::startLaunching();
+}
+// On every blocking wait for the device: this thread may compute on the CPU next.
+inline void noteBlockingWait() { detail::t_launching = false; }
+
+}  // namespace c10_npu
