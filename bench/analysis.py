@@ -70,15 +70,6 @@ _ALL_REDUCE = (
     "where the extra threads (two ranks, each with a caller, a stream worker and Gloo's threads) wait for "
     "each other longer. Rerun the section alone: bench/run.py --only distributed --update.")
 
-_COMPILED_VS_EAGER = (
-    "both steps spend most of their time in GEMMs and convolutions, which are the same CPU kernels compiled "
-    "or eager (the compiled transformer step runs 13 GEMM calls forward and 26 backward around 17 fused "
-    "kernels); fusion removes only the elementwise ops' memory traffic and launches, and eager npu already "
-    "hides its launch costs behind the stream (the host queues while the stream's worker computes). The "
-    "figure also moves with the load other processes put on the 2 cores: fused kernels are OpenMP regions "
-    "whose threads wait for each other. Fix: fuse GEMM epilogues (Inductor's C++ GEMM templates serve only "
-    "the cpu device in 2.13) so that fewer passes over activations remain.")
-
 _COMPILED_VS_INDUCTOR = (
     "the kernels and extern GEMMs are the ones CPU Inductor runs, so the difference is how they are run: "
     "each kernel and extern op is a host task on the stream's worker, whose OpenMP threads share the 2 cores "
@@ -86,7 +77,23 @@ _COMPILED_VS_INDUCTOR = (
     "queue a graph's consecutive kernels as one host task, and keep the host thread off the cores while the "
     "worker computes.")
 
+_DEMO = (
+    "the demo's model spends its steps in convolutions and batch norms, which the stream worker runs "
+    "with the same ATen and oneDNN kernels as CPU eager (OpenMP on the same 2 cores): npu time is those "
+    "kernels, the host's launches (the launching thread competes with the worker's OpenMP team for the "
+    "2 cores) and the time the worker waits while the host loads the next batch after each "
+    "loss.item(). Fix: fewer launch instructions per op, and capture and replay of the step (NPU "
+    "graphs) so the host does not compete with the kernels at all.")
+
+_CPU_AFTER_NPU = (
+    "CPU work ran slower in a process that had run npu kernels. The known cause was OpenMP: a stream "
+    "worker's thread team stayed alive and libgomp, managing more threads than CPUs, stopped letting "
+    "any team spin between parallel regions. Workers now release their team after 2 ms idle; a miss "
+    "means something else kept threads busy or alive (count /proc/self/task after npu work).")
+
 WHY = {
+    "demo.npu_vs_cpu": _DEMO,
+    "demo.cpu_after_npu": _CPU_AFTER_NPU,
     "distributed": _ALL_REDUCE,
     "small_ops": _SMALL_OPS,
     "kernels": _KERNEL_NOISE,
@@ -99,8 +106,6 @@ WHY = {
     "training.transformer_eager": _TRANSFORMER,
     "training.CNN_compiled": _COMPILED_VS_INDUCTOR,
     "training.transformer_compiled": _COMPILED_VS_INDUCTOR,
-    "training.CNN_compiled_vs_eager": _COMPILED_VS_EAGER,
-    "training.transformer_compiled_vs_eager": _COMPILED_VS_EAGER,
     "allocator": (
         "a device segment was allocated after warm-up: some step needed a block size that the cache did not "
         "hold (check num_alloc_retries in the note; a retry empties the cache)."),
@@ -135,8 +140,13 @@ METHOD = [
     "run; the machine table lists each such rerun with its load and commit.",
     "- Every npu sample ends with `torch.npu.synchronize()` inside the timed region; CPU eager work is "
     "complete when the call returns.",
-    "- npu and reference samples alternate on every repeat, so load from other processes on the "
-    "machine hits both sides alike; each table gives the median and the min–max over the repeats.",
+    "- References are isolated from npu work: every section runs in a fresh process, and within a "
+    "comparison the CPU reference is timed first, after `quiesce()` (no queued device work, no OpenMP "
+    "team kept by a stream worker or by the timing thread), before that comparison's npu cases run; the "
+    "npu cases alternate on every repeat. The demo section goes further: each of its runs is a process "
+    "of its own, and the pristine CPU runs never import torch_npu. Its 'CPU eager after one npu "
+    "convolution' row measures what npu work in a process does to CPU work (target: within 5%).",
+    "- Each table gives the median and the min–max over the repeats.",
     "- Small ops: 10,000 ops on 16-element tensors launched back to back, then one sync; round trips "
     "sync after every op.",
     "- Large kernels: inputs created once; a sample runs the kernel enough times to last >= 0.15 s.",
@@ -157,9 +167,8 @@ METHOD = [
     "in; `torch.add(a, b, out=o)` on the CPU is ~2.5x faster than `a + b` here), while the npu caching "
     "allocator reuses device memory. Both sides run the same ATen CPU kernels.",
     "- npu can beat CPU eager in training: the host queues the next ops while the stream's worker "
-    "thread computes, so Python and dispatch overlap with compute, as with a real accelerator; on a loaded "
-    "machine its two busy threads also get a larger share of the cores than CPU eager's one Python "
-    "thread between kernels.",
+    "thread computes, so Python and dispatch overlap with compute, as with a real accelerator; and the "
+    "host kernels' temporaries come from a cache (CPU eager page-faults each large temporary in again).",
     "- Distributed: 2 ranks as 2 processes on this machine (Gloo over loopback TCP). all_reduce bus "
     "bandwidth follows nccl-tests (size / time x 2(n-1)/n); each sample is ~32 MB of back-to-back "
     "all_reduces started together after a barrier and ended by a synchronize, hccl on npu tensors and "

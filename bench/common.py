@@ -1,7 +1,9 @@
 """Shared pieces of the benchmark suite: synchronised timing, repeat statistics and result rows."""
 
+import ctypes
 import math
 import statistics
+import sys
 import time
 
 import torch
@@ -36,21 +38,48 @@ def calls_for(fn, device: str, min_seconds: float, max_calls: int = 1000) -> int
     return max(1, min(max_calls, math.ceil(min_seconds / once)))
 
 
-def interleaved(cases, repeats: int, warmup: int = 1) -> list:
-    """Time several (fn, device, inner) cases, alternating between them on every repeat.
+def quiesce() -> None:
+    """Leaves no trace of npu work that could slow CPU work: no queued device work, and no OpenMP
+    thread team kept by a stream worker (released after 2 ms idle) or by this thread."""
+    if "torch_npu" in sys.modules:
+        torch.npu.synchronize()
+        time.sleep(0.01)
+        _release_own_thread_team()
 
-    Alternating makes slow phases of a noisy machine (other processes compiling) hit every case
-    alike instead of one side of a comparison. Returns the per-call seconds of each case as a list
-    of samples, in the order of `cases`.
+
+def _release_own_thread_team() -> None:
+    try:
+        ctypes.CDLL(None).omp_pause_resource_all(1)
+    except (OSError, AttributeError):  # no OpenMP runtime loaded: no team to release
+        pass
+
+
+def interleaved(cases, repeats: int, warmup: int = 1) -> list:
+    """Time (fn, device, inner) cases: the CPU references first, then the npu cases alternating.
+
+    The CPU references run in a phase of their own, before this comparison's npu cases and after
+    quiesce(), so that no npu work runs beside them or has left anything behind; each section also
+    runs in a fresh process (run.py). The npu cases alternate on every repeat, so that slow phases
+    of a noisy machine hit them alike. Returns the per-call seconds of each case as a list of
+    samples, in the order of `cases`.
     """
-    for fn, device, _ in cases:
-        for _ in range(warmup):
-            fn()
-        sync(device)
     samples = [[] for _ in cases]
-    for _ in range(repeats):
-        for i, (fn, device, inner) in enumerate(cases):
-            samples[i].append(time_per_call(fn, device, inner))
+    order = [i for i, c in enumerate(cases) if not c[1].startswith("npu")]
+    later = [i for i, c in enumerate(cases) if c[1].startswith("npu")]
+    for phase in (order, later):
+        if not phase:
+            continue
+        if phase is order:
+            quiesce()
+        for i in phase:
+            fn, device, _ = cases[i]
+            for _ in range(warmup):
+                fn()
+            sync(device)
+        for _ in range(repeats):
+            for i in phase:
+                fn, device, inner = cases[i]
+                samples[i].append(time_per_call(fn, device, inner))
     return samples
 
 

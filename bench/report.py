@@ -5,14 +5,15 @@ import math
 from analysis import METHOD, explain
 
 TITLES = {
-    "small_ops": "1. Small-op host cost",
-    "kernels": "2. Large kernels",
-    "copies": "3. Copies",
-    "training": "4. Training",
-    "allocator": "5. Allocator",
-    "distributed": "6. Distributed (hccl)",
-    "profiling": "7. Profiling overhead",
-    "long_runs": "8. Long runs (leaks)",
+    "demo": "1. The demo's model (make demo)",
+    "small_ops": "2. Small-op host cost",
+    "kernels": "3. Large kernels",
+    "copies": "4. Copies",
+    "training": "5. Training",
+    "allocator": "6. Allocator",
+    "distributed": "7. Distributed (hccl)",
+    "profiling": "8. Profiling overhead",
+    "long_runs": "9. Long runs (leaks)",
 }
 
 

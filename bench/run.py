@@ -17,7 +17,7 @@ import sys
 import time
 import warnings
 
-SECTIONS = ("small_ops", "kernels", "copies", "training", "allocator", "distributed", "profiling", "long_runs")
+SECTIONS = ("demo", "small_ops", "kernels", "copies", "training", "allocator", "distributed", "profiling", "long_runs")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -68,15 +68,38 @@ def machine_info() -> dict:
 
 
 def run_sections(names, quick: bool) -> tuple:
+    """Each section in a fresh process: no section's npu work (or anything it leaves behind) can
+    touch another's measurements, CPU references included."""
     results, timings = [], {}
     for name in names:
-        module = importlib.import_module(name)
         start = time.perf_counter()
         print(f"[bench] {name} ...", flush=True)
-        results += module.run(quick=quick)
+        cmd = [sys.executable, os.path.abspath(__file__), "--section-json", name] + (["--quick"] if quick else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+        rows = None
+        for line in proc.stdout.splitlines():
+            if line.startswith(_ROWS_MARKER):
+                rows = json.loads(line[len(_ROWS_MARKER):])
+        if proc.returncode != 0 or rows is None:
+            raise SystemExit(f"[bench] section {name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                             f"{proc.stderr[-5000:]}")
+        results += rows
         timings[name] = time.perf_counter() - start
         print(f"[bench] {name} done in {timings[name]:.1f} s", flush=True)
     return results, timings
+
+
+_ROWS_MARKER = "[bench-rows] "
+
+
+def _section_child(name: str, quick: bool) -> int:
+    """The child of run_sections(): runs one section and prints its rows as one JSON line."""
+    import torch_npu  # noqa: F401
+    _quiet_fallback_warnings()
+    module = importlib.import_module(name)
+    rows = module.run(quick=quick)
+    print(_ROWS_MARKER + json.dumps(rows), flush=True)
+    return 0
 
 
 def standalone(run_fn) -> None:
@@ -113,16 +136,19 @@ def _updated(json_path: str, doc: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="torch_npu benchmark suite: npu vs CPU eager in one process")
+    parser = argparse.ArgumentParser(description="torch_npu benchmark suite: npu vs CPU eager, each section in a fresh process")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repeats (smoke test)")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
                         help=f"run only these sections ({', '.join(SECTIONS)})")
     parser.add_argument("--update", action="store_true",
                         help="keep the other sections' rows of the existing results.json and write the "
                              "report from both (rerun one section without rerunning the rest)")
+    parser.add_argument("--section-json", help=argparse.SUPPRESS)  # run_sections()'s child
     parser.add_argument("--out", help="write results.json, benchmarks.md and benchmarks.png into this "
                                       "folder (default: build/bench/results.json, docs/benchmarks.{md,png})")
     args = parser.parse_args(argv)
+    if args.section_json:
+        return _section_child(args.section_json, args.quick)
 
     import torch
     import torch_npu  # noqa: F401  (import torch loads it too; fail early and clearly if it is missing)

@@ -10,8 +10,10 @@ from models import SETUPS
 
 SECTION = "training"
 TARGET_RATIO = 0.95  # npu steps/s at least 0.95x CPU eager's
-TARGET_COMPILED_VS_EAGER = 1.3  # compiled npu at least 1.3x eager npu
-TARGET_COMPILED_VS_INDUCTOR = 0.9  # compiled npu at least 0.9x CPU Inductor (same codegen, same cores)
+# Compiled npu runs the same Inductor kernels as CPU Inductor, on the same cores: at least as fast.
+# (Compiled vs eager npu is shown without a target: eager npu now runs at CPU eager speed, so what
+# compiling gains is Inductor's gain on the CPU, not something of the npu's.)
+TARGET_COMPILED_VS_INDUCTOR = 1.0
 
 
 def _window(step, steps: int):
@@ -59,7 +61,7 @@ def _compiled_rows(name, setup, quick, steps, repeats, eager_npu_window):
     rate = lambda samples: stats(steps / s for s in samples)  # noqa: E731
     return [
         row(SECTION, f"{name}, compiled npu vs eager npu: steps/s", "steps/s", rate(npu), rate(eager),
-            ref_label="eager npu", higher_is_better=True, target=TARGET_COMPILED_VS_EAGER, note=note,
+            ref_label="eager npu", higher_is_better=True, note=note,
             key=f"{SECTION}.{name}_compiled_vs_eager"),
         row(SECTION, f"{name}, compiled npu vs CPU Inductor: steps/s", "steps/s", rate(npu), rate(cpu),
             ref_label="CPU compiled (inductor)", higher_is_better=True, target=TARGET_COMPILED_VS_INDUCTOR,
