@@ -100,7 +100,7 @@ void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
   if (!non_blocking) {
     stream.synchronize();
   } else if (pinned) {
-    c10_npu::recordPinnedOnStream(staged.storage().data(), stream);
+    c10_npu::recordPinnedOnStream(staged.storage(), stream);
   } else {
     launchDeviceTask(stream, "release staging buffer", [staged] {});
   }
@@ -154,7 +154,7 @@ void copyNpuToHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
   }
   // Only pinned destinations may be filled asynchronously (as with CUDA).
   if (async) {
-    c10_npu::recordPinnedOnStream(dst.storage().data(), stream);
+    c10_npu::recordPinnedOnStream(dst.storage(), stream);
   } else {
     stream.synchronize();
   }

@@ -1,101 +1,88 @@
-// NPUHostAllocator.cpp - pinned host allocator: runtime host memory, freed once the streams that
-// copied from / to it are done.
+// NPUHostAllocator.cpp - pinned host allocator: PyTorch's caching host allocator over the runtime's
+// pinned memory, with npu streams and events.
+//
+// Why cached: pinning a DataLoader batch (pin_memory=True) allocated and mapped fresh pinned memory
+// every step, and freeing the previous batch waited for the streams that had copied from it, a
+// synchronisation in the middle of every training step. Blocks now return to a cache; a block used
+// by asynchronous copies is reused once events recorded on those streams at its free have passed.
 #include "csrc/core/NPUHostAllocator.h"
 
+#include <ATen/core/CachingHostAllocator.h>
+
 #include <cstring>
-#include <mutex>
-#include <new>
-#include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 #include "csrc/core/NPUException.h"
 
 namespace c10_npu {
 namespace {
 
-class NPUHostAllocator final : public at::HostAllocator {
+// An npu event owned by a freed pinned block until the copies it waits for are done.
+class PinnedBlockEvent {
  public:
-  at::DataPtr allocate(size_t n) override {
-    const c10::Device cpu(c10::DeviceType::CPU);
-    if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, cpu};
-    void* ptr = nullptr;
-    NPU_CHECK(nrtMallocHost(&ptr, n));
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      live_[ptr] = {};
-      stats_.allocations.increase(1);
-      stats_.allocated_bytes.increase(n);
-      sizes_[ptr] = n;
-    }
-    return {ptr, ptr, &freePinned, cpu};
+  PinnedBlockEvent() = default;
+  explicit PinnedBlockEvent(nrtEvent_t event) : event_(event) {}
+  PinnedBlockEvent(PinnedBlockEvent&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  PinnedBlockEvent& operator=(PinnedBlockEvent&& other) noexcept {
+    std::swap(event_, other.event_);
+    return *this;
+  }
+  PinnedBlockEvent(const PinnedBlockEvent&) = delete;
+  PinnedBlockEvent& operator=(const PinnedBlockEvent&) = delete;
+  ~PinnedBlockEvent() {
+    if (event_ != nullptr) nrtEventDestroy(event_);
   }
 
-  at::DeleterFnPtr raw_deleter() const override { return &freePinned; }
-
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
-  }
-
-  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
-    record(ctx ? ctx : ptr, NPUStream(stream).handle());
-    return true;
-  }
-
-  void record(const void* ptr, nrtStream_t stream) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = live_.find(const_cast<void*>(ptr));
-    if (it != live_.end()) it->second.insert(stream);
-  }
-
-  void release(void* ptr) {
-    std::unordered_set<nrtStream_t> streams;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = live_.find(ptr);
-      if (it == live_.end()) return;
-      streams = std::move(it->second);
-      live_.erase(it);
-      stats_.allocations.decrease(1);
-      stats_.allocated_bytes.decrease(sizes_[ptr]);
-      sizes_.erase(ptr);
-    }
-    // Pinned buffers are not cached, so a pending async copy must finish before the memory goes.
-    for (nrtStream_t s : streams) nrtStreamSynchronize(s);
-    nrtFreeHost(ptr);
-  }
-
-  void empty_cache() override {}
-  at::HostStats get_stats() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
-  }
-  void reset_accumulated_stats() override {}
-  void reset_peak_stats() override {}
-
-  static void freePinned(void* ptr);
-
-  // In a forked child: the parent's pinned buffers are unknown to the child's runtime; their
-  // deleters then find nothing to free. The lock may have been held by a parent thread.
-  void forgetAfterFork() noexcept {
-    new (&mutex_) std::mutex();
-    live_.clear();
-    sizes_.clear();
-    stats_ = at::HostStats();
-  }
+  bool done() const { return event_ == nullptr || nrtEventQuery(event_) == NRT_SUCCESS; }
 
  private:
-  std::mutex mutex_;
-  std::unordered_map<void*, std::unordered_set<nrtStream_t>> live_;
-  std::unordered_map<void*, size_t> sizes_;
-  at::HostStats stats_;
+  nrtEvent_t event_ = nullptr;
 };
 
-NPUHostAllocator& hostAllocator() {
-  static auto* instance = new NPUHostAllocator();  // leaked: see NPUCachingAllocator
+using PinnedBlock = at::HostBlock<NPUStream>;
+
+struct NPUCachingHostAllocatorImpl final : public at::CachingHostAllocatorImpl<NPUStream, PinnedBlockEvent> {
+ private:
+  void allocate_host_memory(size_t size, void** ptr) override { NPU_CHECK(nrtMallocHost(ptr, size)); }
+
+  void free_block(PinnedBlock* block) override { nrtFreeHost(block->ptr_); }
+
+  void record_stream(std::optional<std::vector<PinnedBlockEvent>>& events, NPUStream stream) override {
+    nrtEvent_t event = nullptr;
+    NPU_CHECK(nrtEventCreate(&event));
+    PinnedBlockEvent owned(event);
+    NPU_CHECK(nrtEventRecord(event, stream.handle()));
+    events->push_back(std::move(owned));
+  }
+
+  bool query_event(PinnedBlockEvent& event) override { return event.done(); }
+
+  NPUStream get_current_stream() const override { return getCurrentNPUStream(); }
+
+  bool stream_is_capturing(NPUStream) const override { return false; }
+
+ public:
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+};
+
+void deletePinned(void* ctx);
+
+struct NPUCachingHostAllocator final
+    : public at::CachingHostAllocatorInterface<NPUCachingHostAllocatorImpl, deletePinned> {
+  // In a forked child the parent's pinned blocks belong to a runtime the child does not have: a new,
+  // empty cache; the old one is leaked (its memory is the parent's copy-on-write image).
+  void forgetAfterFork() noexcept {
+    (void)impl_.release();
+    impl_ = std::make_unique<NPUCachingHostAllocatorImpl>();
+  }
+};
+
+NPUCachingHostAllocator& hostAllocator() {
+  static auto* instance = new NPUCachingHostAllocator();  // leaked: see NPUCachingAllocator
   return *instance;
 }
 
-void NPUHostAllocator::freePinned(void* ptr) { hostAllocator().release(ptr); }
+void deletePinned(void* ctx) { hostAllocator().free(ctx); }
 
 }  // namespace
 
@@ -105,8 +92,8 @@ at::HostAllocator* getPinnedHostAllocator() { return &hostAllocator(); }
 
 bool isPinnedPtr(const void* ptr) { return ptr != nullptr && nrtIsPinnedHostPtr(ptr) == 1; }
 
-void recordPinnedOnStream(const void* ptr, const NPUStream& stream) {
-  hostAllocator().record(ptr, stream.handle());
+void recordPinnedOnStream(const c10::Storage& storage, const NPUStream& stream) {
+  hostAllocator().record_event(storage.mutable_data(), storage.data_ptr().get_context(), stream.unwrap());
 }
 
 REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &hostAllocator())

@@ -9,7 +9,7 @@ namespace c10_npu {
 
 at::HostAllocator* getPinnedHostAllocator();
 bool isPinnedPtr(const void* ptr);
-// Keeps a pinned block alive until the work now queued on `stream` is done.
-void recordPinnedOnStream(const void* ptr, const NPUStream& stream);
+// Keeps a pinned block from being reused until the work now queued on `stream` is done.
+void recordPinnedOnStream(const c10::Storage& storage, const NPUStream& stream);
 
 }  // namespace c10_npu

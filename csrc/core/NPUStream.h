@@ -16,6 +16,7 @@ class NPUStream {
   explicit NPUStream(c10::Stream stream);
 
   c10::Stream unwrap() const { return stream_; }
+  operator c10::Stream() const { return stream_; }  // as CUDAStream converts, for PyTorch's generic code
   c10::DeviceIndex device_index() const { return stream_.device_index(); }
   c10::StreamId id() const { return stream_.id(); }
   nrtStream_t handle() const;  // the runtime stream (created on first use)
@@ -46,3 +47,9 @@ NPUStream getCommunicationNPUStream(c10::DeviceIndex device = -1);
 void setCurrentNPUStream(NPUStream stream);
 
 }  // namespace c10_npu
+
+// Streams as keys (the pinned host allocator's per-block sets of streams).
+template <>
+struct std::hash<c10_npu::NPUStream> {
+  size_t operator()(const c10_npu::NPUStream& s) const noexcept { return std::hash<c10::Stream>{}(s.unwrap()); }
+};

@@ -1,24 +1,14 @@
-// NPUThreadTeams.cpp - OpenMP thread teams of idle stream workers and of launching threads are released.
+// NPUThreadTeams.cpp - OpenMP teams: released by idle stream workers and launching threads, sized by
+// whether the host waits, and shared by the op library's own parallel loops.
 #include "csrc/core/NPUThreadTeams.h"
 
-#include <dlfcn.h>
 #include <ATen/Parallel.h>
 #include <npu/opslib.h>
 #include <npu/runtime.h>
+#include <omp.h>
 
 namespace c10_npu {
 namespace {
-
-// omp_pause_resource_all (OpenMP 5.0) with omp_pause_soft: the calling thread's team threads exit;
-// its next parallel region starts a new team. Looked up at run time: PyTorch's OpenMP runtime is
-// loaded with it, and an older runtime without it simply keeps its teams.
-using PauseFn = int (*)(int);
-constexpr int kOmpPauseSoft = 1;
-
-PauseFn pauseFunction() {
-  static const PauseFn fn = reinterpret_cast<PauseFn>(dlsym(RTLD_DEFAULT, "omp_pause_resource_all"));
-  return fn;
-}
 
 // The op library's parallel loops on ATen's intra-op pool: one team of threads for every kernel a
 // stream worker runs, whether ATen's or the op library's own.
@@ -37,13 +27,28 @@ void startLaunching() {
 }
 }  // namespace detail
 
-void releaseThreadTeam() {
-  if (PauseFn pause = pauseFunction()) pause(kOmpPauseSoft);
+// omp_pause_soft: the calling thread's team threads exit; its next parallel region starts a new team.
+void releaseThreadTeam() { omp_pause_resource_all(omp_pause_soft); }
+
+// A worker's team uses every core while the host waits for it, one fewer while the host launches:
+// the launching thread would otherwise preempt one of the team's threads, and the others would
+// wait for it at every barrier.
+void sizeWorkerTeam(int host_waiting) {
+  // PyTorch's intra-op thread count (torch.get_num_threads(), OMP_NUM_THREADS), as this worker
+  // first sees it.
+  thread_local const int threads = at::get_num_threads();
+  thread_local int current = 0;
+  const int wanted = host_waiting != 0 || threads == 1 ? threads : threads - 1;
+  if (wanted != current) {
+    omp_set_num_threads(wanted);
+    current = wanted;
+  }
 }
 
 void installThreadTeamRelease() {
+  nrtSetWorkerTaskHook(&sizeWorkerTeam);
   aclnnSetParallelFor(&atenParallelFor);
-  if (pauseFunction() != nullptr) nrtSetWorkerIdleHook(&releaseThreadTeam);
+  nrtSetWorkerIdleHook(&releaseThreadTeam);
 }
 
 }  // namespace c10_npu

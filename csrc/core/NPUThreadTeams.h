@@ -10,7 +10,10 @@ namespace c10_npu {
 // slowed down because of the launching thread's idle team. Two rules keep one team alive at a time:
 // - a stream worker releases its team after 2 ms without work (runtime idle hook);
 // - a thread that starts launching device work releases its own team (it has stopped computing).
-// And the op library's parallel kernels run on ATen's intra-op pool rather than a pool of their own.
+// A worker's team uses every intra-op thread while a host thread waits for it, one fewer while the
+// host is still launching (so that the launcher does not preempt a team thread that the others then
+// wait for at every barrier). And the op library's parallel kernels run on ATen's intra-op pool
+// rather than on a pool of their own, which would compete for the same cores.
 void installThreadTeamRelease();
 
 // Releases the calling thread's OpenMP team, if it has one and is outside a parallel region.

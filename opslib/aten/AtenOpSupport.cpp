@@ -249,13 +249,30 @@ struct Descriptors {
 
 }  // namespace
 
+namespace {
+// Kernels over this many elements in all (inputs and outputs) or fewer cost less than the hand-off
+// to the stream's worker: an accuracy metric's argmax over a batch's logits, a loss's mean.
+constexpr int64_t kShortRunElements = 4096;
+
+bool isShortRun(const Prepared& prepared, const std::vector<StagedOperand>& staged) {
+  if (!staged.empty()) return false;
+  int64_t elements = 0;
+  for (const auto* list : {&prepared.inputs, &prepared.outputs}) {
+    for (const at::Tensor& t : *list) elements += t.defined() ? t.numel() : 0;
+  }
+  return elements <= kShortRunElements;
+}
+}  // namespace
+
 aclnnStatus wrapKernel(const char* name, Prepared prepared, aclOpExecutor** executor,
                        std::vector<StagedOperand> staged) {
+  const bool short_run = isShortRun(prepared, staged);
   auto boxed = std::make_unique<BoxedKernel>(
       BoxedKernel{std::move(prepared.inputs), std::move(prepared.kernel), std::move(staged)});
   *executor = aclnnCreateExecutor(name, &runBoxedKernel, boxed.get(),
                                   [](void* data) { delete static_cast<BoxedKernel*>(data); });
   if (*executor == nullptr) return ACLNN_ERR_INNER;  // recent error set by aclnnCreateExecutor
+  if (short_run) aclnnSetExecutorShortRun(*executor, 1);
   if (aclnnOperandHooksActive()) {
     const Descriptors inputs(boxed->inputs, boxed->staged);
     const Descriptors outputs(prepared.outputs, boxed->staged);

@@ -147,6 +147,12 @@ aclOpExecutor* aclnnCreateExecutor(const char* opName, aclnnKernelFn kernel, voi
   }
 }
 
+aclnnStatus aclnnSetExecutorShortRun(aclOpExecutor* executor, int short_run) {
+  if (executor == nullptr) return NOP_FAIL(ACLNN_ERR_PARAM_NULLPTR, "aclnnSetExecutorShortRun: executor is NULL");
+  executor->short_run = short_run != 0;
+  return ACLNN_SUCCESS;
+}
+
 aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
   if (executor == nullptr) return ACLNN_SUCCESS;
   if (!npu::opslib::TakeReady(executor)) {

@@ -106,8 +106,14 @@ nrtError_t Stream::Synchronize() {
                        " from one of its own host functions: it would wait for itself");
   }
   const uint64_t target = queue_.Published();
+  // The host waits for results and will work on them on the CPU: once out of work, the worker
+  // runs its idle hook at once instead of after kIdleRelease (so its OpenMP team is gone before
+  // the host's CPU work starts).
+  idle_hook_now_.store(true, std::memory_order_relaxed);
   auto reached = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
   if (PollFor(kSyncPoll, reached)) return NRT_SUCCESS;
+  // A host thread now waits on this stream: tasks the worker starts meanwhile may use every core.
+  HostWaiting waiting(host_waiting_);
   if (watched()) return WaitWatched(reached);
   sync_waiters_.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
@@ -289,7 +295,7 @@ void Stream::Run() {
         // moment (a step's Python) would otherwise rebuild the team every time.
         ran_since_idle = false;
         if (nrtWorkerIdleHook hook = g_worker_idle_hook.load(std::memory_order_acquire)) {
-          SleepBeforeIdleHook(index);
+          if (!idle_hook_now_.exchange(false, std::memory_order_relaxed)) SleepBeforeIdleHook(index);
           if (queue_.Published() == index && !stopping_.load(std::memory_order_seq_cst)) hook();
         }
         continue;
@@ -313,6 +319,9 @@ void Stream::Run() {
     if (task.after_count) {
       // Counted first: whoever sees this marker's event done also sees the stream idle.
       retired_.store(index + 1, std::memory_order_seq_cst);
+    }
+    if (nrtWorkerTaskHook hook = g_worker_task_hook.load(std::memory_order_relaxed)) {
+      hook(host_waiting_.load(std::memory_order_relaxed) > 0 ? 1 : 0);
     }
     const bool watched = options_.task_timeout.count() > 0;
     if (watched) WatchTask(task);
@@ -360,6 +369,7 @@ void Stream::SleepBeforeIdleHook(uint64_t index) {
 bool OnAnyStreamWorker() { return t_on_stream_worker; }
 
 std::atomic<nrtWorkerIdleHook> g_worker_idle_hook{nullptr};
+std::atomic<nrtWorkerTaskHook> g_worker_task_hook{nullptr};
 
 namespace {
 // The thread of the last short launch and how many it made in a row (capped). Written only when
@@ -414,3 +424,7 @@ extern "C" void nrtSetWorkerIdleHook(nrtWorkerIdleHook hook) {
 }
 
 extern "C" int nrtOnStreamWorker(void) { return npu::runtime::OnAnyStreamWorker() ? 1 : 0; }
+
+extern "C" void nrtSetWorkerTaskHook(nrtWorkerTaskHook hook) {
+  npu::runtime::g_worker_task_hook.store(hook, std::memory_order_release);
+}

@@ -23,6 +23,8 @@ namespace npu::runtime {
 
 // Set by nrtSetWorkerIdleHook: run on a stream worker that has run out of work, before it sleeps.
 extern std::atomic<nrtWorkerIdleHook> g_worker_idle_hook;
+// Set by nrtSetWorkerTaskHook: run on a stream worker before each task.
+extern std::atomic<nrtWorkerTaskHook> g_worker_task_hook;
 
 class EventRecord;
 class FaultInjector;
@@ -166,6 +168,15 @@ class Stream {
   std::atomic<uint32_t> wake_{0};  // futex word the idle worker sleeps on
   // Set while the worker's sleep is the timed one before the idle hook (SleepBeforeIdleHook).
   std::atomic<bool> worker_timed_{false};
+  // Set by Synchronize(): the next time the worker runs out of work it runs the idle hook at once.
+  std::atomic<bool> idle_hook_now_{false};
+  // Host threads blocked in Synchronize() on this stream (past the first spin).
+  std::atomic<int> host_waiting_{0};
+  struct HostWaiting {
+    explicit HostWaiting(std::atomic<int>& n) : n_(n) { n_.fetch_add(1, std::memory_order_relaxed); }
+    ~HostWaiting() { n_.fetch_sub(1, std::memory_order_relaxed); }
+    std::atomic<int>& n_;
+  };
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
   // Tasks done: retired_ counts an event marker just before it completes its event (so a done

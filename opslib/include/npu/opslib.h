@@ -186,6 +186,10 @@ NOP_API aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize,
 typedef int (*aclnnKernelFn)(void* userData, void* workspace, uint64_t workspaceSize);
 NOP_API aclOpExecutor* aclnnCreateExecutor(const char* opName, aclnnKernelFn kernel, void* userData,
                                            void (*destroyUserData)(void* userData));
+// Marks an executor whose kernel costs less than handing it to the stream's worker (a kernel over a
+// few thousand elements): its launch runs it on the calling thread when the stream is idle, as it
+// does for the op library's small elementwise ops; stream order, counts and errors stay the same.
+NOP_API aclnnStatus aclnnSetExecutorShortRun(aclOpExecutor* executor, int short_run);
 // Frees an executor that will not be launched (e.g. its workspace could not be allocated).
 NOP_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor);
 

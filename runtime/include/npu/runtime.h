@@ -148,6 +148,11 @@ NRT_API void nrtSetTaskErrMsg(const char* message);
 // Process-wide; NULL removes it.
 typedef void (*nrtWorkerIdleHook)(void);
 NRT_API void nrtSetWorkerIdleHook(nrtWorkerIdleHook hook);
+// Runs on a stream worker before each task; host_waiting is 1 while a host thread is blocked
+// synchronising that stream (it then needs no core), 0 otherwise. A host whose tasks run parallel
+// kernels sizes their thread team here: one core fewer while its own threads are still launching.
+typedef void (*nrtWorkerTaskHook)(int host_waiting);
+NRT_API void nrtSetWorkerTaskHook(nrtWorkerTaskHook hook);
 // 1 on a stream worker thread (running queued tasks), 0 elsewhere.
 NRT_API int nrtOnStreamWorker(void);
 

@@ -1,0 +1,120 @@
+"""How npu work shares the host: OpenMP teams, the host kernels' memory cache, result placement,
+short ATen-backed kernels on the calling thread, and the caching pinned allocator.
+
+Speed is measured in bench/ (the demo section); these tests check the behaviour each mechanism
+promises and that results stay exactly those of the CPU.
+"""
+
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+
+import torch_npu
+
+
+def _worker_threads() -> int:
+    """Threads of the process named after npu:0's first stream (its worker and any OpenMP team it started)."""
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            continue
+    return sum(1 for n in names if n.startswith("npu0-s"))
+
+
+def test_a_stream_worker_releases_its_openmp_team_when_idle():
+    x = torch.randn(32, 16, 32, 32, device="npu")
+    w = torch.randn(32, 16, 3, 3, device="npu")
+    F.conv2d(x, w, padding=1)
+    y = F.conv2d(x, w, padding=1)
+    y.sum().item()  # a host wait: the worker releases its team as soon as it is out of work
+    deadline = time.monotonic() + 2
+    while _worker_threads() > 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert _worker_threads() == 1, "the stream worker kept the OpenMP team of its parallel kernels"
+    # And starts a new one for the next parallel kernel, with the same results.
+    torch.testing.assert_close(F.conv2d(x, w, padding=1).cpu(), F.conv2d(x.cpu(), w.cpu(), padding=1))
+
+
+def test_convolution_results_are_placed_or_copied_exactly():
+    """Forward and backward through every layout the placement sees: dense outputs are written in
+    place, channels_last and reduced-precision ones are copied; all equal the CPU's."""
+    torch.manual_seed(0)
+    for memory_format in (torch.contiguous_format, torch.channels_last):
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.randn(4, 8, 12, 12).to(dtype=dtype, memory_format=memory_format)
+            w = torch.randn(6, 8, 3, 3).to(dtype)
+            b = torch.randn(6).to(dtype)
+            xn, wn, bn = (t.npu().requires_grad_() for t in (x, w, b))
+            xc, wc, bc = (t.clone().requires_grad_() for t in (x, w, b))
+            out_n = F.conv2d(xn, wn, bn, padding=1, stride=2)
+            out_c = F.conv2d(xc, wc, bc, padding=1, stride=2)
+            g = torch.randn_like(out_c)
+            out_n.backward(g.npu())
+            out_c.backward(g)
+            tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(out_n.cpu(), out_c, **tol)
+            for a, c in ((xn, xc), (wn, wc), (bn, bc)):
+                torch.testing.assert_close(a.grad.cpu(), c.grad, **tol)
+
+
+def test_host_kernel_temporaries_come_from_a_cache_that_empty_cache_frees():
+    x = torch.randn(32, 16, 32, 32, device="npu")
+    w = torch.randn(32, 16, 3, 3, device="npu")
+    for _ in range(3):
+        F.conv2d(x, w, padding=1)
+    torch.npu.synchronize()
+    before = torch_npu._C._host_cache_stats()
+    for _ in range(5):
+        F.conv2d(x, w, padding=1)
+    torch.npu.synchronize()
+    after = torch_npu._C._host_cache_stats()
+    assert after["misses"] == before["misses"], "a recurring temporary was mapped anew"
+    assert after["hits"] > before["hits"] and after["in_use_bytes"] == 0
+    assert after["cached_bytes"] > 0
+    torch.npu.empty_cache()
+    assert torch_npu._C._host_cache_stats()["cached_bytes"] == 0
+
+
+def test_small_aten_backed_kernels_keep_stream_order():
+    """Small kernels may run on the calling thread when the stream is idle; behind queued work they
+    must still see that work's results."""
+    big = torch.zeros(64, 64, 64, device="npu")
+    logits = torch.randn(32, 10, device="npu")
+    for _ in range(3):
+        big.add_(1)                       # queued work on the stream
+        logits.copy_(big[0, :32, :10])    # the small inputs depend on it
+        arg = logits.argmax(1)            # a short ATen-backed kernel behind queued work
+        total = (arg == 0).float().mean() + logits.mean()
+        expect_logits = big.cpu()[0, :32, :10]
+        assert torch.equal(arg.cpu(), expect_logits.argmax(1))
+        torch.testing.assert_close(total.item(), ((expect_logits.argmax(1) == 0).float().mean()
+                                                  + expect_logits.mean()).item())
+
+
+def test_pinned_blocks_are_reused_only_after_their_copies():
+    """A freed pinned buffer that an asynchronous copy still reads is not handed out again until the
+    copy has run: the device gets the values the buffer had at the copy."""
+    big = torch.ones(256, 256, device="npu")
+    results, expected = [], []
+    for value in range(6):
+        for _ in range(20):
+            big = big @ big / 256  # keeps the stream busy, so the copies below wait in its queue
+        host = torch.full((64, 1024), float(value)).pin_memory()
+        results.append(host.to("npu", non_blocking=True))
+        expected.append(float(value))
+        del host  # freed while its copy is still queued
+    torch.npu.synchronize()
+    for got, value in zip(results, expected):
+        assert bool((got == value).all()), f"a pinned block was reused before its copy ran ({value})"
+    # And blocks are cached: pinning again costs no new pinned allocation.
+    torch.full((64, 1024), 1.0).pin_memory()
+    stats_before = torch.npu.host_memory_stats() if hasattr(torch.npu, "host_memory_stats") else None
+    t = torch.full((64, 1024), 2.0).pin_memory()
+    assert t.is_pinned()
+    if stats_before is not None:
+        assert torch.npu.host_memory_stats()["num_host_alloc"] == stats_before["num_host_alloc"]
