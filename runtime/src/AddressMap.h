@@ -40,6 +40,11 @@ class AddressMap {
     return block;
   }
 
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const auto& entry : blocks_) f(entry.second);
+  }
+
   std::vector<Block> TakeAll() {
     std::vector<Block> all;
     all.reserve(blocks_.size());

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "Error.h"
 #include "FaultInjection.h"
@@ -59,9 +60,10 @@ nrtError_t DeviceMemory::Account(int device, size_t size, size_t mapped_size) {
         " bytes) capacity; free device memory or set NPU_SIM_MEMORY to raise the limit");
   }
   const size_t mapped = MappedTotal();
-  if (mapped_size > host_.Headroom(mapped, mapped_size)) {
+  const auto touched = [this] { return TouchedBytes(); };
+  if (mapped_size > host_.Headroom(mapped, touched, mapped_size)) {
     return NPU_RT_FAIL(
-        NRT_ERROR_OUT_OF_MEMORY, Where(device), " out of memory: ", host_.Explain(mapped_size, mapped),
+        NRT_ERROR_OUT_OF_MEMORY, Where(device), " out of memory: ", host_.Explain(mapped_size, mapped, touched),
         device == kPinnedHost ? std::string()
                               : StrCat(" (npu:", device, " has ", FormatBytes(capacity_ - used), " of its ",
                                        FormatBytes(capacity_), " capacity free)"),
@@ -73,7 +75,29 @@ nrtError_t DeviceMemory::Account(int device, size_t size, size_t mapped_size) {
 
 size_t DeviceMemory::HostHeadroom(size_t* total) {
   std::lock_guard<std::mutex> lock(mu_);
-  return host_.Headroom(MappedTotal(), /*request=*/0, /*fresh=*/true, total);
+  return host_.Headroom(MappedTotal(), [this] { return TouchedBytes(); }, /*request=*/0, /*fresh=*/true, total);
+}
+
+namespace {
+// Bytes of [base, base + size) whose pages are resident.
+size_t ResidentIn(const void* base, size_t size) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (size == 0) return 0;
+  std::vector<unsigned char> resident((size + page - 1) / page);
+  if (mincore(const_cast<void*>(base), size, resident.data()) != 0) return size;  // unknown: assume touched
+  size_t pages = 0;
+  for (unsigned char r : resident) pages += r & 1;
+  return pages * page;
+}
+}  // namespace
+
+size_t DeviceMemory::TouchedBytes() const {
+  size_t touched = 0;
+  blocks_.ForEach([&](const Block& block) { touched += ResidentIn(block.base, block.mapped_size); });
+  for (const auto& [base, reservation] : reservations_) {
+    for (const auto& [offset, length] : reservation.mapped) touched += ResidentIn(reservation.base + offset, length);
+  }
+  return touched;
 }
 
 nrtError_t DeviceMemory::Allocate(int device, size_t size, void** ptr) {

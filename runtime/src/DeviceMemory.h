@@ -81,6 +81,7 @@ class DeviceMemory {
   // Capacity accounting shared by nrtMalloc, nrtMallocHost and nrtMapMem; mu_ held.
   nrtError_t Account(int device, size_t size, size_t mapped_size);
   size_t MappedTotal() const;  // mu_ held
+  size_t TouchedBytes() const;  // resident bytes of device and pinned memory (mincore); mu_ held
 };
 
 }  // namespace npu::runtime

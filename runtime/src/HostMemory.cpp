@@ -117,7 +117,7 @@ HostMemoryReading ReadHostMemory() {
 }
 
 HostBudget::HostBudget() : limit_(ProcessLimit()) {
-  Refresh(/*force=*/true);
+  Refresh(/*force=*/true, [] { return size_t{0}; });
   reserve_ = std::max(kMinReserve, reading_.total / 20);
   if (const char* text = std::getenv("NPU_SIM_HOST_RESERVE"); text != nullptr && *text != '\0') {
     if (std::string_view(text) == "0") {
@@ -131,7 +131,7 @@ HostBudget::HostBudget() : limit_(ProcessLimit()) {
   }
 }
 
-void HostBudget::Refresh(bool force) {
+void HostBudget::Refresh(bool force, const TouchedBytes& touched) {
   const auto now = std::chrono::steady_clock::now();
   if (!force && now - read_at_ < kReadingLifetime) return;
   reading_ = ReadHostMemory();
@@ -140,30 +140,30 @@ void HostBudget::Refresh(bool force) {
     reading_.available = std::min(reading_.available, limit_ - std::min(limit_, reading_.resident));
     reading_.bound = "NPU_SIM_HOST_MEMORY";
   }
+  touched_ = touched();
   read_at_ = now;
 }
 
-size_t HostBudget::Headroom(size_t mapped, size_t request, bool fresh, size_t* total) {
-  Refresh(fresh);
-  // Device pages this process already touched are counted as used by the host; those it has not
-  // touched yet will be, so they come off what is available. Anonymous resident memory bounds the
-  // touched part from above (it also holds the process's CPU tensors).
+size_t HostBudget::Headroom(size_t mapped, const TouchedBytes& touched, size_t request, bool fresh, size_t* total) {
+  Refresh(fresh, touched);
+  // Device pages already touched are counted as used by the host; those not touched yet will be,
+  // so they come off what is available. Pages mapped since the last reading count as untouched.
   auto headroom = [&] {
-    const size_t untouched = mapped - std::min(mapped, reading_.resident);
+    const size_t untouched = mapped - std::min(mapped, touched_);
     const size_t promised = untouched + reserve_;
     return reading_.available > promised ? reading_.available - promised : 0;
   };
   size_t room = headroom();
   if (request > room / 2) {  // close to the limit: decide on a fresh reading
-    Refresh(/*force=*/true);
+    Refresh(/*force=*/true, touched);
     room = headroom();
   }
   if (total != nullptr) *total = reading_.total;
   return room;
 }
 
-std::string HostBudget::Explain(size_t request, size_t mapped) {
-  const size_t room = Headroom(mapped, request);
+std::string HostBudget::Explain(size_t request, size_t mapped, const TouchedBytes& touched) {
+  const size_t room = Headroom(mapped, touched, request);
   return StrCat("the host can back only ", FormatBytes(room), " more device memory (the software NPU's device ",
                 "memory is host memory; ", reading_.bound, " limit ", FormatBytes(reading_.total), ", ",
                 FormatBytes(reading_.available), " available, ", FormatBytes(mapped),
