@@ -14,28 +14,33 @@ import torch.nn.functional as F
 import torch_npu
 
 
-def _worker_threads() -> int:
-    """Threads of the process named after npu:0's first stream (its worker and any OpenMP team it started)."""
-    names = []
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/comm") as f:
-                names.append(f.read().strip())
-        except OSError:
-            continue
-    return sum(1 for n in names if n.startswith("npu0-s"))
+def _threads() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+
+
+def _settled_threads(target=None, timeout=2.0) -> int:
+    """The thread count once it stops changing (or reaches `target`)."""
+    deadline = time.monotonic() + timeout
+    last = _threads()
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+        now = _threads()
+        if (target is not None and now <= target) or (target is None and now == last):
+            return now
+        last = now
+    return last
 
 
 def test_a_stream_worker_releases_its_openmp_team_when_idle():
     x = torch.randn(32, 16, 32, 32, device="npu")
     w = torch.randn(32, 16, 3, 3, device="npu")
+    torch.npu.synchronize()
+    baseline = _settled_threads()
     F.conv2d(x, w, padding=1)
     y = F.conv2d(x, w, padding=1)
     y.sum().item()  # a host wait: the worker releases its team as soon as it is out of work
-    deadline = time.monotonic() + 2
-    while _worker_threads() > 1 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert _worker_threads() == 1, "the stream worker kept the OpenMP team of its parallel kernels"
+    assert _settled_threads(target=baseline) <= baseline, "the stream worker kept its OpenMP team"
     # And starts a new one for the next parallel kernel, with the same results.
     torch.testing.assert_close(F.conv2d(x, w, padding=1).cpu(), F.conv2d(x.cpu(), w.cpu(), padding=1))
 
