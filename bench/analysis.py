@@ -140,12 +140,13 @@ METHOD = [
     "run; the machine table lists each such rerun with its load and commit.",
     "- Every npu sample ends with `torch.npu.synchronize()` inside the timed region; CPU eager work is "
     "complete when the call returns.",
-    "- References are isolated from npu work: every section runs in a fresh process, and within a "
-    "comparison the CPU reference is timed first, after `quiesce()` (no queued device work, no OpenMP "
-    "team kept by a stream worker or by the timing thread), before that comparison's npu cases run; the "
-    "npu cases alternate on every repeat. The demo section goes further: each of its runs is a process "
-    "of its own, and the pristine CPU runs never import torch_npu. Its 'CPU eager after one npu "
-    "convolution' row measures what npu work in a process does to CPU work (target: within 5%).",
+    "- References are isolated from npu work: every section runs in a fresh process, and every CPU "
+    "sample starts from `quiesce()` (no device work queued or running, no OpenMP team kept by a stream "
+    "worker or by the timing thread); npu and reference samples alternate on every repeat, so load from "
+    "other processes and the caches' state hit both sides alike. The demo section goes further: each of "
+    "its runs is a process of its own, and the pristine CPU runs never import torch_npu. Its 'CPU eager "
+    "after one npu convolution' row measures what npu work in a process does to CPU work (target: "
+    "within 5%).",
     "- Each table gives the median and the min–max over the repeats.",
     "- Small ops: 10,000 ops on 16-element tensors launched back to back, then one sync; round trips "
     "sync after every op.",

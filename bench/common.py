@@ -40,10 +40,10 @@ def calls_for(fn, device: str, min_seconds: float, max_calls: int = 1000) -> int
 
 def quiesce() -> None:
     """Leaves no trace of npu work that could slow CPU work: no queued device work, and no OpenMP
-    thread team kept by a stream worker (released after 2 ms idle) or by this thread."""
+    thread team kept by a stream worker (released once it is out of work) or by this thread."""
     if "torch_npu" in sys.modules:
         torch.npu.synchronize()
-        time.sleep(0.01)
+        time.sleep(0.003)
         _release_own_thread_team()
 
 
@@ -55,31 +55,26 @@ def _release_own_thread_team() -> None:
 
 
 def interleaved(cases, repeats: int, warmup: int = 1) -> list:
-    """Time (fn, device, inner) cases: the CPU references first, then the npu cases alternating.
+    """Time several (fn, device, inner) cases, alternating between them on every repeat.
 
-    The CPU references run in a phase of their own, before this comparison's npu cases and after
-    quiesce(), so that no npu work runs beside them or has left anything behind; each section also
-    runs in a fresh process (run.py). The npu cases alternate on every repeat, so that slow phases
-    of a noisy machine hit them alike. Returns the per-call seconds of each case as a list of
-    samples, in the order of `cases`.
+    Alternating makes slow phases of a noisy machine (other processes compiling), and the caches'
+    state, hit every case alike instead of one side of a comparison. Every CPU sample starts from
+    quiesce(): no npu work queued or running beside it, nothing left behind by earlier npu work
+    (each section also runs in a fresh process, run.py). Returns the per-call seconds of each case
+    as a list of samples, in the order of `cases`.
     """
-    samples = [[] for _ in cases]
-    order = [i for i, c in enumerate(cases) if not c[1].startswith("npu")]
-    later = [i for i, c in enumerate(cases) if c[1].startswith("npu")]
-    for phase in (order, later):
-        if not phase:
-            continue
-        if phase is order:
+    for fn, device, _ in cases:
+        if not device.startswith("npu"):
             quiesce()
-        for i in phase:
-            fn, device, _ = cases[i]
-            for _ in range(warmup):
-                fn()
-            sync(device)
-        for _ in range(repeats):
-            for i in phase:
-                fn, device, inner = cases[i]
-                samples[i].append(time_per_call(fn, device, inner))
+        for _ in range(warmup):
+            fn()
+        sync(device)
+    samples = [[] for _ in cases]
+    for _ in range(repeats):
+        for i, (fn, device, inner) in enumerate(cases):
+            if not device.startswith("npu"):
+                quiesce()
+            samples[i].append(time_per_call(fn, device, inner))
     return samples
 
 

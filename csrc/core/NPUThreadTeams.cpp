@@ -7,6 +7,9 @@
 #include <npu/runtime.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cstring>
+
 namespace c10_npu {
 namespace {
 
@@ -14,6 +17,17 @@ namespace {
 // stream worker runs, whether ATen's or the op library's own.
 void atenParallelFor(int64_t n, int64_t min_chunk, void* context, aclnnParallelRangeFn fn) {
   at::parallel_for(0, n, min_chunk, [&](int64_t begin, int64_t end) { fn(context, begin, end); });
+}
+
+// The runtime's large host copies on ATen's intra-op pool, in 64 KiB chunks.
+void parallelHostCopy(void* dst, const void* src, size_t count) {
+  constexpr int64_t kChunk = 64 << 10;
+  const int64_t chunks = static_cast<int64_t>((count + kChunk - 1) / kChunk);
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    const size_t from = static_cast<size_t>(begin * kChunk);
+    const size_t to = std::min(count, static_cast<size_t>(end * kChunk));
+    std::memcpy(static_cast<char*>(dst) + from, static_cast<const char*>(src) + from, to - from);
+  });
 }
 
 }  // namespace
@@ -45,9 +59,10 @@ void sizeWorkerTeam(int host_waiting) {
   }
 }
 
-void installThreadTeamRelease() {
+void installHostThreads() {
   nrtSetWorkerTaskHook(&sizeWorkerTeam);
   aclnnSetParallelFor(&atenParallelFor);
+  nrtSetHostCopy(&parallelHostCopy);
   nrtSetWorkerIdleHook(&releaseThreadTeam);
 }
 

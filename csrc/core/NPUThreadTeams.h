@@ -12,9 +12,10 @@ namespace c10_npu {
 // - a thread that starts launching device work releases its own team (it has stopped computing).
 // A worker's team uses every intra-op thread while a host thread waits for it, one fewer while the
 // host is still launching (so that the launcher does not preempt a team thread that the others then
-// wait for at every barrier). And the op library's parallel kernels run on ATen's intra-op pool
-// rather than on a pool of their own, which would compete for the same cores.
-void installThreadTeamRelease();
+// wait for at every barrier). And the op library's parallel kernels, and the runtime's large host
+// copies, run on ATen's intra-op pool rather than on a pool of their own, which would compete for
+// the same cores.
+void installHostThreads();
 
 // Releases the calling thread's OpenMP team, if it has one and is outside a parallel region.
 void releaseThreadTeam();

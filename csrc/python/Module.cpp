@@ -56,7 +56,7 @@ PYBIND11_MODULE(_C, m) {
     if (message.find("NPU_SIM_FAULT") != std::string::npos) throw std::runtime_error(message);
   }
   at_npu::native::installFaultOrigins();
-  c10_npu::installThreadTeamRelease();
+  c10_npu::installHostThreads();
   npu_opslib_aten_install_host_cache();
   // A Python thread may take the GIL for a trace notification, unless it holds it with an exception
   // pending (a temporary freed while an error propagates): the notification would clobber it.

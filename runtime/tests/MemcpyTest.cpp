@@ -173,3 +173,38 @@ TEST_F(MemcpyTest, MemsetNeedsDeviceMemory) {
 
 }  // namespace
 }  // namespace npu::runtime::testing
+
+namespace npu::runtime::testing {
+namespace {
+
+std::atomic<int> g_host_copies{0};
+void CountingCopy(void* dst, const void* src, size_t count) {
+  g_host_copies.fetch_add(1);
+  std::memcpy(dst, src, count);
+}
+
+TEST_F(RuntimeTest, LargeSynchronousCopiesGoToTheHostCopy) {
+  constexpr size_t kBytes = size_t{1} << 20;
+  std::vector<char> host(kBytes, 7), back(kBytes, 0);
+  void* dev = nullptr;
+  NRT_ASSERT_OK(nrtMalloc(&dev, 2 * kBytes));
+  nrtSetHostCopy(&CountingCopy);
+  g_host_copies = 0;
+  NRT_ASSERT_OK(nrtMemcpy(dev, host.data(), kBytes, NRT_MEMCPY_HOST_TO_DEVICE));
+  EXPECT_EQ(g_host_copies.load(), 1);
+  NRT_ASSERT_OK(nrtMemcpy(back.data(), dev, 1000, NRT_MEMCPY_DEVICE_TO_HOST));  // small: memmove
+  EXPECT_EQ(g_host_copies.load(), 1);
+  // Overlapping device-to-device ranges within one allocation: memmove, never the parallel copy.
+  NRT_ASSERT_OK(nrtMemcpy(static_cast<char*>(dev) + 4096, dev, kBytes, NRT_MEMCPY_DEVICE_TO_DEVICE));
+  EXPECT_EQ(g_host_copies.load(), 1);
+  // A stream worker's copy: memmove too (it overlaps with the host's own work).
+  NRT_ASSERT_OK(nrtMemcpyAsync(back.data(), dev, kBytes, NRT_MEMCPY_DEVICE_TO_HOST, nullptr));
+  NRT_ASSERT_OK(nrtStreamSynchronize(nullptr));
+  EXPECT_EQ(g_host_copies.load(), 1);
+  EXPECT_EQ(back[5000], 7);
+  nrtSetHostCopy(nullptr);
+  NRT_EXPECT_OK(nrtFree(dev));
+}
+
+}  // namespace
+}  // namespace npu::runtime::testing

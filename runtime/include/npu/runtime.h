@@ -117,6 +117,11 @@ NRT_API nrtError_t nrtMemcpy(void* dst, const void* src, size_t count, nrtMemcpy
 NRT_API nrtError_t nrtMemcpyAsync(void* dst, const void* src, size_t count, nrtMemcpyKind kind,
                                   nrtStream_t stream);
 NRT_API nrtError_t nrtMemsetAsync(void* dst, int value, size_t count, nrtStream_t stream);
+// Large synchronous copies (nrtMemcpy from a host thread) of 256 KiB and more that do not overlap
+// are done by `copy` when one is installed: a host with an intra-op thread pool copies with all its
+// cores, as its own tensor copies do. NULL restores memmove.
+typedef void (*nrtHostCopyFn)(void* dst, const void* src, size_t count);
+NRT_API void nrtSetHostCopy(nrtHostCopyFn copy);
 
 // Streams: each executes its tasks in order on its own worker thread.
 NRT_API nrtError_t nrtStreamCreate(nrtStream_t* stream);  // on the current device
