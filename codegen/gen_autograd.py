@@ -159,7 +159,10 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
         else:
             L.append(f"      auto r = {expr};")
             for j, inp in enumerate(inputs):
-                L.append(f"      grad_inputs[{index[inp]}] = std::get<{j}>(r);")
+                # An optional input that was not given gets no gradient (the backward kernel may still
+                # return an empty placeholder for it, as torch_npu's do).
+                guard = f"if (needs_grad >> {index[inp]} & 1) " if is_optional_tensor_type(args[index[inp]].type) else ""
+                L.append(f"      {guard}grad_inputs[{index[inp]}] = std::get<{j}>(r);")
         L.append("    }")
     L += ["    return grad_inputs;", "  }", "};", ""]
 

@@ -46,7 +46,7 @@ def adapter_file_for(name: str) -> str:
 def check_adapters(cfg: Config, source_root: str) -> None:
     """Every named kernel must be defined in some adapter file (a missing one would be a link error)."""
     sources = {}
-    for pattern in ("csrc/aten/*.cpp", "csrc/custom/*.cpp"):
+    for pattern in ("csrc/aten/*.cpp", "csrc/custom/*.cpp", "csrc/custom/*/*.cpp"):
         for path in sorted(glob.glob(os.path.join(source_root, pattern))):
             with open(path, encoding="utf-8") as f:
                 sources[os.path.relpath(path, source_root)] = f.read()
@@ -64,7 +64,7 @@ def check_adapters(cfg: Config, source_root: str) -> None:
         if not e.generic and not defined(e.impl):
             raise CodegenError(
                 f"{cfg_path}:{e.line}: supported entry '{e.func}': no adapter defines "
-                f"{cfg.cpp_namespace}::{e.impl}(...) in csrc/aten/*.cpp or csrc/custom/*.cpp. Write it "
+                f"{cfg.cpp_namespace}::{e.impl}(...) in csrc/aten/*.cpp or csrc/custom/[<family>/]*.cpp. Write it "
                 f"(signature: {native_signature(e.schema, e.impl, e.const_mutable_refs, ilistref=e.ilistref)}), give the existing one "
                 "with `impl:`, or route the op to the generic executor with `generic: true`.")
     for c in cfg.custom:
@@ -125,7 +125,8 @@ def gen_ops_header(cfg: Config, src: str) -> str:
 
 
 def _schema_string(c: CustomEntry) -> str:
-    return str(c.schema)
+    """The schema as a C++ string literal's contents (a default of "" keeps its quotes)."""
+    return str(c.schema).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def gen_registrations(cfg: Config, src: str) -> str:

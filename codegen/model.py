@@ -55,6 +55,7 @@ class CustomEntry:
     autograd: bool
     line: int
     derivative: Derivative | None = None
+    device_ops: list[str] = field(default_factory=list)  # the opslib ops its adapter launches (docs)
 
     @property
     def name(self) -> str:
@@ -108,7 +109,7 @@ def default_impl_name(func: str) -> str:
 
 
 _ATEN_KEYS = {"func", "impl", "generic", "device_op"}
-_CUSTOM_KEYS = {"func", "variants", "meta"}
+_CUSTOM_KEYS = {"func", "variants", "meta", "device_ops"}
 
 
 def _parse_aten(section: str, items, lines, path: str, aten: dict[str, dict]) -> list[AtenEntry]:
@@ -161,8 +162,11 @@ def _parse_custom(section: str, items, lines, path: str) -> list[CustomEntry]:
         args = schema.arguments.flat_positional
         if "method" in variants and not (args and args[0].name == "self" and args[0].type == BaseType(BaseTy.Tensor)):
             raise CodegenError(f"{where} '{name}': `variants: method` needs `Tensor self` as first argument")
+        device_ops = [d.strip() for d in str(item.get("device_ops", "")).split(",") if d.strip()]
+        if any(not d.startswith("aclnn") for d in device_ops):
+            raise CodegenError(f"{where} '{name}': device_ops lists opslib op names (aclnnXxx, comma-separated)")
         out.append(CustomEntry(schema=schema, variants=variants, meta=str(item.get("meta", "")),
-                               autograd=section == "custom_autograd", line=lines[i]))
+                               autograd=section == "custom_autograd", line=lines[i], device_ops=device_ops))
     return out
 
 

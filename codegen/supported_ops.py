@@ -57,14 +57,16 @@ def render() -> str:
     out += [f"| `{n}` |" for n in adapters]
     out += ["", "## Custom ops", "",
             "Reachable as `torch_npu.<name>` and `torch.ops.npu.<name>`; Meta kernels make them usable under "
-            "torch.compile.", "", "| op | schema | autograd | Meta | Tensor method |", "|---|---|---|---|---|"]
+            "torch.compile.", "", "| op | schema | autograd | Meta | Tensor method | device ops |", "|---|---|---|---|---|---|"]
     methods = {c.name for c in cfg.custom if "method" in c.variants}
+    launches = {c.name: ", ".join(f"`{d}`" for d in c.device_ops) or "-" for c in cfg.custom}
     for name in custom:
         short = name[len("npu::"):]
         schema = str(torch._C._dispatch_find_schema_or_throw(name, "").schema()).replace("|", "\\|")
         autograd = 'yes' if op_support.has_kernel(name, 'AutogradPrivateUse1') else '-'
         out.append(f"| `{short}` | `{schema}` | {autograd} | "
-                   f"{'yes' if op_support.has_kernel(name, 'Meta') else '-'} | {'yes' if short in methods else '-'} |")
+                   f"{'yes' if op_support.has_kernel(name, 'Meta') else '-'} | {'yes' if short in methods else '-'} | "
+                   f"{launches.get(short, '-')} |")
     out += ["", "## Generic executor", "",
             "Explicitly routed (their default kernels would reach ops that only throw): "
             + ", ".join(f"`{n}`" for n in routed) + ".", "",

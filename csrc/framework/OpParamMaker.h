@@ -9,6 +9,7 @@
 #include <npu/opslib.h>
 
 #include <optional>
+#include <string>
 
 namespace at_npu::native {
 
@@ -27,6 +28,9 @@ aclIntArray* ConvertType(at::OptionalIntArrayRef values);  // none -> nullptr ("
 aclTensorList* ConvertType(at::TensorList tensors);
 aclTensorList* ConvertType(const c10::List<std::optional<at::Tensor>>& tensors);  // None -> NULL entry
 aclScalarList* ConvertType(at::ArrayRef<at::Scalar> scalars);
+// Strings (an op's layout name, "BSND") pass as char*, as the op API takes them.
+inline char* ConvertType(const char* text) { return const_cast<char*>(text); }
+inline char* ConvertType(const std::string& text) { return const_cast<char*>(text.c_str()); }
 // Integers, bools and enums (aclDataType...) pass to an op as int64: an integer parameter of any
 // width reads the low bits of its 64-bit slot, so `1`, `-1` or `true` reach an int64_t, int32_t or
 // bool parameter intact. Floating-point values pass as they are (a float parameter needs a float).
@@ -46,6 +50,7 @@ inline void Release(aclScalar* p) { if (p) aclDestroyScalar(p); }
 inline void Release(aclIntArray* p) { if (p) aclDestroyIntArray(p); }
 inline void Release(aclTensorList* p) { if (p) aclDestroyTensorList(p); }
 inline void Release(aclScalarList* p) { if (p) aclDestroyScalarList(p); }
+inline void Release(char*) {}  // a string belongs to the caller
 template <typename T>
   requires std::is_arithmetic_v<T>
 void Release(T) {}

@@ -1,0 +1,325 @@
+// FusionAttentionKernelNpu.cpp - npu_fusion_attention and its grad on the FlashAttentionScore device
+// ops (tiled flash attention: memory grows with S, not S^2), in layouts BSH / SBH / BSND / BNSD / TND
+// and sparse modes 0-8. Dropout masks come from aclnnDropoutGenMaskV2 with a (seed, offset) drawn from
+// the npu generator, so the backward regenerates exactly the forward's mask.
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "csrc/core/NPUGenerator.h"
+#include "csrc/custom/NpuCustomFunctions.h"
+#include "csrc/framework/OpCommand.h"
+
+namespace at_npu::native {
+namespace {
+
+constexpr int64_t kStatsWidth = 8;  // torch_npu keeps softmax max / sum broadcast over 8 lanes
+
+// The sizes torch_npu derives from query / key / value in each layout.
+struct Dims {
+  std::string layout;
+  int64_t b = 0, n = 0, s0 = 0, s1 = 0, d = 0, d2 = 0, t = 0;
+  std::vector<int64_t> out_shape;
+};
+
+Dims dimsOf(const char* op, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+            int64_t head_num, c10::string_view input_layout) {
+  Dims x;
+  x.layout = std::string(input_layout);
+  for (auto& c : x.layout) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  TORCH_CHECK_VALUE(head_num > 0, op, ": head_num must be positive, got ", head_num);
+  TORCH_CHECK_VALUE(x.layout == "BSH" || x.layout == "SBH" || x.layout == "BSND" || x.layout == "BNSD" ||
+                        x.layout == "TND",
+                    op, ": input_layout must be BSH, SBH, BSND, BNSD or TND (any case), got '", input_layout, "'");
+  const int64_t want = (x.layout == "BSND" || x.layout == "BNSD") ? 4 : 3;
+  for (const at::Tensor* t : {&query, &key, &value}) {
+    TORCH_CHECK_VALUE(t->dim() == want, op, ": layout ", x.layout, " takes ", want, "-D query, key and value, got ",
+                      query.sizes(), ", ", key.sizes(), " and ", value.sizes());
+  }
+  if (x.layout == "BSH" || x.layout == "SBH") {
+    const int64_t bdim = x.layout == "BSH" ? 0 : 1, sdim = 1 - bdim;
+    x.b = query.size(bdim);
+    x.s0 = query.size(sdim);
+    x.s1 = key.size(sdim);
+    x.n = head_num;
+    TORCH_CHECK_VALUE(query.size(2) % head_num == 0, op, ": the query's hidden size ", query.size(2),
+                      " is not a multiple of head_num ", head_num);
+    x.d = query.size(2) / head_num;
+    const int64_t kv_heads = x.d > 0 ? key.size(2) / x.d : 0;
+    x.d2 = kv_heads > 0 ? value.size(2) / kv_heads : x.d;
+    x.out_shape = x.layout == "BSH" ? std::vector<int64_t>{x.b, x.s0, head_num * x.d2}
+                                    : std::vector<int64_t>{x.s0, x.b, head_num * x.d2};
+  } else if (x.layout == "TND") {
+    x.t = query.size(0);
+    x.n = query.size(1);
+    x.d = query.size(2);
+    x.d2 = value.size(2);
+    x.out_shape = {x.t, x.n, x.d2};
+  } else {
+    const int64_t ndim = x.layout == "BSND" ? 2 : 1, sdim = x.layout == "BSND" ? 1 : 2;
+    x.b = query.size(0);
+    x.n = query.size(ndim);
+    x.s0 = query.size(sdim);
+    x.s1 = key.size(sdim);
+    x.d = query.size(3);
+    x.d2 = value.size(3);
+    x.out_shape = query.sizes().vec();
+    x.out_shape[3] = x.d2;
+  }
+  return x;
+}
+
+void checkArguments(const char* op, const Dims& x, double keep_prob, int64_t sparse_mode,
+                    at::OptionalIntArrayRef actual_seq_qlen, at::OptionalIntArrayRef actual_seq_kvlen,
+                    const std::optional<at::Tensor>& padding_mask, c10::string_view softmax_layout) {
+  TORCH_CHECK_VALUE(keep_prob > 0 && keep_prob <= 1, op, ": keep_prob must be in (0, 1], got ", keep_prob);
+  TORCH_CHECK_VALUE(!(padding_mask.has_value() && padding_mask->defined()), op,
+                    ": padding_mask is reserved, as on NPUs: pass None; give padded batches as TND with "
+                    "actual_seq_qlen / actual_seq_kvlen");
+  const std::string softmax(softmax_layout);
+  TORCH_CHECK_VALUE(softmax.empty() || softmax == "TND", op, ": softmax_layout must be \"\" or \"TND\", got '",
+                    softmax, "'");
+  TORCH_CHECK_VALUE(softmax.empty() || x.layout == "TND", op, ": softmax_layout=\"TND\" needs input_layout=\"TND\"");
+  const bool qlen = actual_seq_qlen.has_value() && !actual_seq_qlen->empty();
+  const bool kvlen = actual_seq_kvlen.has_value() && !actual_seq_kvlen->empty();
+  if (x.layout == "TND") {
+    TORCH_CHECK_VALUE(qlen && kvlen && actual_seq_qlen->size() == actual_seq_kvlen->size(), op,
+                      ": input_layout TND needs actual_seq_qlen and actual_seq_kvlen, the cumulative sequence ends "
+                      "of each batch (e.g. [3, 7, 12]), of one length");
+    TORCH_CHECK_VALUE(sparse_mode >= 0 && sparse_mode <= 8 && sparse_mode != 5, op,
+                      ": with TND, sparse_mode must be in [0, 5) or (5, 8], got ", sparse_mode);
+  } else {
+    TORCH_CHECK_VALUE(!qlen && !kvlen, op, ": actual_seq_qlen / actual_seq_kvlen are for input_layout TND; got ",
+                      x.layout);
+    TORCH_CHECK_VALUE(sparse_mode >= 0 && sparse_mode <= 6, op, ": with ", x.layout,
+                      ", sparse_mode must be in [0, 6] (7 and 8 are for TND), got ", sparse_mode);
+  }
+}
+
+// Scores the dropout mask covers: B * N * Sq * Skv, or N * sum(Sq_i * Skv_i) for TND.
+int64_t scoreCount(const Dims& x, at::OptionalIntArrayRef qlen, at::OptionalIntArrayRef kvlen) {
+  if (x.layout != "TND") return x.b * x.n * x.s0 * x.s1;
+  int64_t total = 0, q_prev = 0, kv_prev = 0;
+  for (size_t i = 0; i < qlen->size(); ++i) {
+    total += ((*qlen)[i] - q_prev) * ((*kvlen)[i] - kv_prev);
+    q_prev = (*qlen)[i];
+    kv_prev = (*kvlen)[i];
+  }
+  return total * x.n;
+}
+
+at::Tensor genDropMask(const at::Tensor& query, double keep_prob, int64_t seed, int64_t offset, int64_t numels) {
+  const int64_t bytes = (numels + 127) / 128 * 128 / 8;
+  at::Tensor mask = at::empty({bytes}, query.options().dtype(at::kByte));
+  std::vector<int64_t> shape{numels};
+  const double drop_prob = 1.0 - keep_prob;  // the op takes the probability of dropping
+  const int64_t prob_dtype = static_cast<int64_t>(query.scalar_type());
+  EXEC_NPU_CMD(aclnnDropoutGenMaskV2, at::IntArrayRef(shape), drop_prob, seed, offset, prob_dtype, mask);
+  return mask;
+}
+
+at::Tensor lastDimContiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
+
+at::Tensor statsTensor(const Dims& x, const at::Tensor& query) {
+  auto opts = query.options().dtype(at::kFloat);
+  if (x.layout == "TND") return at::empty({x.t, x.n, kStatsWidth}, opts);
+  return at::empty({x.b, x.n, x.s0, kStatsWidth}, opts);
+}
+
+const at::Tensor& orUndefined(const std::optional<at::Tensor>& t) {
+  static const at::Tensor undefined;
+  return t.has_value() ? *t : undefined;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t> npu_fusion_attention(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, double scale, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen,
+    at::OptionalIntArrayRef actual_seq_kvlen, int64_t sparse_mode, bool gen_mask_parallel, bool sync,
+    c10::string_view softmax_layout, const std::optional<at::Tensor>& sink,
+    const std::optional<at::Tensor>& dropout_mask, int64_t seed, int64_t offset) {
+  const char* op = "npu_fusion_attention";
+  const Dims x = dimsOf(op, query, key, value, head_num, input_layout);
+  checkArguments(op, x, keep_prob, sparse_mode, actual_seq_qlen, actual_seq_kvlen, padding_mask, softmax_layout);
+  const at::Tensor q = lastDimContiguous(query), k = lastDimContiguous(key), v = lastDimContiguous(value);
+  const int64_t numels = scoreCount(x, actual_seq_qlen, actual_seq_kvlen);
+  at::Tensor drop;
+  if (dropout_mask.has_value() && dropout_mask->defined()) {
+    drop = *dropout_mask;  // given by the caller; seed and offset pass through
+  } else if (keep_prob < 1.0) {
+    if (seed == 0 && offset == 0) {
+      // (seed, offset) from the npu generator: manual_seed makes the masks reproducible.
+      const auto& gen = c10_npu::getDefaultNPUGenerator(query.device().index());
+      seed = static_cast<int64_t>(gen.current_seed() & 0x7fffffffffffffffULL);
+      offset = static_cast<int64_t>(c10_npu::launchSeedFor(std::nullopt, query.device().index()) >> 1);
+    }
+    drop = genDropMask(query, keep_prob, seed, offset, numels);
+  }
+  at::Tensor out = at::empty(x.out_shape, query.options());
+  at::Tensor softmax_max = statsTensor(x, query), softmax_sum = statsTensor(x, query);
+  at::Tensor softmax_out = at::empty({0}, query.options());
+  const std::string layout = x.layout;
+  const auto prefix_n = prefix.value_or(at::IntArrayRef{});
+  const bool tnd_stats = std::string(softmax_layout) == "TND";
+  const std::string stats_layout = tnd_stats ? "same_as_input" : "";
+  const at::Tensor& sink_t = orUndefined(sink);
+  const int64_t pse_type = 1;
+  if (x.layout == "TND") {
+    const auto qlen = *actual_seq_qlen, kvlen = *actual_seq_kvlen;
+    if (sink_t.defined()) {
+      const at::Tensor none;
+      const at::IntArrayRef no_idx{};
+      EXEC_NPU_CMD(aclnnFlashAttentionVarLenScoreV5, q, none, k, none, v, orUndefined(pse), drop, orUndefined(padding_mask),
+                   orUndefined(atten_mask), sink_t, prefix_n, qlen, kvlen, no_idx, no_idx, scale, keep_prob,
+                   pre_tockens, next_tockens, head_num, layout, inner_precise, sparse_mode, pse_type, stats_layout,
+                   softmax_max, softmax_sum, softmax_out, out);
+    } else if (tnd_stats) {
+      EXEC_NPU_CMD(aclnnFlashAttentionVarLenScoreV4, q, k, v, orUndefined(pse), drop, orUndefined(padding_mask),
+                   orUndefined(atten_mask), prefix_n, qlen, kvlen, scale, keep_prob, pre_tockens, next_tockens,
+                   head_num, layout, inner_precise, sparse_mode, stats_layout, softmax_max, softmax_sum, softmax_out,
+                   out);
+    } else {
+      EXEC_NPU_CMD(aclnnFlashAttentionVarLenScore, q, k, v, orUndefined(pse), drop, orUndefined(padding_mask),
+                   orUndefined(atten_mask), prefix_n, qlen, kvlen, scale, keep_prob, pre_tockens, next_tockens,
+                   head_num, layout, inner_precise, sparse_mode, softmax_max, softmax_sum, softmax_out, out);
+    }
+  } else if (sink_t.defined()) {
+    const at::IntArrayRef no_idx{};
+    EXEC_NPU_CMD(aclnnFlashAttentionScoreV3, q, k, v, orUndefined(pse), drop, orUndefined(padding_mask),
+                 orUndefined(atten_mask), sink_t, prefix_n, no_idx, no_idx, scale, keep_prob, pre_tockens,
+                 next_tockens, head_num, layout, inner_precise, sparse_mode, pse_type, softmax_max, softmax_sum,
+                 softmax_out, out);
+  } else {
+    EXEC_NPU_CMD(aclnnFlashAttentionScore, q, k, v, orUndefined(pse), drop, orUndefined(padding_mask),
+                 orUndefined(atten_mask), prefix_n, scale, keep_prob, pre_tockens, next_tockens, head_num, layout,
+                 inner_precise, sparse_mode, softmax_max, softmax_sum, softmax_out, out);
+  }
+  return {out, softmax_max, softmax_sum, softmax_out, seed, offset, numels};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t> npu_fusion_attention_meta(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, double scale, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen,
+    at::OptionalIntArrayRef actual_seq_kvlen, int64_t sparse_mode, bool gen_mask_parallel, bool sync,
+    c10::string_view softmax_layout, const std::optional<at::Tensor>& sink,
+    const std::optional<at::Tensor>& dropout_mask, int64_t seed, int64_t offset) {
+  const char* op = "npu_fusion_attention";
+  const Dims x = dimsOf(op, query, key, value, head_num, input_layout);
+  checkArguments(op, x, keep_prob, sparse_mode, actual_seq_qlen, actual_seq_kvlen, padding_mask, softmax_layout);
+  return {at::empty(x.out_shape, query.options()), statsTensor(x, query), statsTensor(x, query),
+          at::empty({0}, query.options()), seed, offset, scoreCount(x, actual_seq_qlen, actual_seq_kvlen)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusion_attention_grad(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& dy, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& softmax_max,
+    const std::optional<at::Tensor>& softmax_sum, const std::optional<at::Tensor>& softmax_in,
+    const std::optional<at::Tensor>& attention_in, double scale_value, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, int64_t seed, int64_t offset, int64_t numels,
+    at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen, at::OptionalIntArrayRef actual_seq_kvlen,
+    int64_t sparse_mode, bool gen_mask_parallel, bool sync, c10::string_view softmax_layout,
+    const std::optional<at::Tensor>& sink) {
+  const char* op = "npu_fusion_attention_grad";
+  const Dims x = dimsOf(op, query, key, value, head_num, input_layout);
+  checkArguments(op, x, keep_prob, sparse_mode, actual_seq_qlen, actual_seq_kvlen, padding_mask, softmax_layout);
+  // The gradients are laid out as their inputs, so inputs with gaps between rows are packed first.
+  const at::Tensor q = query.contiguous(), k = key.contiguous(), v = value.contiguous();
+  TORCH_CHECK_VALUE(dy.sizes().vec() == x.out_shape, op, ": dy must have the attention output's shape ",
+                    c10::IntArrayRef(x.out_shape), ", got ", dy.sizes());
+  const at::Tensor g = dy.contiguous();
+  at::Tensor smax = orUndefined(softmax_max), ssum = orUndefined(softmax_sum), out = orUndefined(attention_in);
+  if (!smax.defined() || !ssum.defined() || !out.defined()) {
+    // Without the forward's statistics, run the forward again (same dropout mask from seed / offset).
+    auto fwd = npu_fusion_attention(q, k, v, head_num, input_layout, pse, padding_mask, atten_mask, scale_value,
+                                    keep_prob, pre_tockens, next_tockens, inner_precise, prefix, actual_seq_qlen,
+                                    actual_seq_kvlen, sparse_mode, gen_mask_parallel, sync, softmax_layout, sink,
+                                    std::nullopt, keep_prob < 1.0 ? seed : 0, keep_prob < 1.0 ? offset : 0);
+    out = std::get<0>(fwd);
+    smax = std::get<1>(fwd);
+    ssum = std::get<2>(fwd);
+  }
+  out = out.contiguous();
+  at::Tensor drop;
+  if (keep_prob < 1.0) {
+    drop = genDropMask(query, keep_prob, seed, offset, scoreCount(x, actual_seq_qlen, actual_seq_kvlen));
+  }
+  at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+  const at::Tensor& pse_t = orUndefined(pse);
+  const at::Tensor& sink_t = orUndefined(sink);
+  at::Tensor dpse = pse_t.defined() ? at::empty_like(pse_t, at::MemoryFormat::Contiguous)
+                                    : at::empty({0}, query.options());
+  at::Tensor dsink = sink_t.defined() ? at::empty(sink_t.sizes(), sink_t.options().dtype(at::kFloat))
+                                      : at::empty({0}, key.options().dtype(at::kFloat));
+  const std::string layout = x.layout;
+  const auto prefix_n = prefix.value_or(at::IntArrayRef{});
+  const bool tnd_stats = std::string(softmax_layout) == "TND";
+  const std::string stats_layout = tnd_stats ? "same_as_input" : "";
+  const at::Tensor& softmax = orUndefined(softmax_in);
+  const int64_t pse_type = 1;
+  if (x.layout == "TND") {
+    const auto qlen = *actual_seq_qlen, kvlen = *actual_seq_kvlen;
+    if (sink_t.defined()) {
+      const at::Tensor none;
+      at::Tensor no_grad = at::empty({0}, query.options());
+      const at::IntArrayRef no_idx{};
+      EXEC_NPU_CMD(aclnnFlashAttentionUnpaddingScoreGradV5, q, none, k, none, v, g, pse_t, drop,
+                   orUndefined(padding_mask), orUndefined(atten_mask), smax, ssum, softmax, out, sink_t, prefix_n,
+                   qlen, kvlen, no_idx, no_idx, scale_value, keep_prob, pre_tockens, next_tockens, head_num, layout,
+                   inner_precise, sparse_mode, pse_type, stats_layout, dq, no_grad, dk, no_grad, dv, dpse, dsink);
+    } else if (tnd_stats) {
+      EXEC_NPU_CMD(aclnnFlashAttentionUnpaddingScoreGradV4, q, k, v, g, pse_t, drop, orUndefined(padding_mask),
+                   orUndefined(atten_mask), smax, ssum, softmax, out, prefix_n, qlen, kvlen, scale_value, keep_prob,
+                   pre_tockens, next_tockens, head_num, layout, inner_precise, sparse_mode, dq, dk, dv, dpse,
+                   stats_layout);
+    } else {
+      EXEC_NPU_CMD(aclnnFlashAttentionUnpaddingScoreGrad, q, k, v, g, pse_t, drop, orUndefined(padding_mask),
+                   orUndefined(atten_mask), smax, ssum, softmax, out, prefix_n, qlen, kvlen, scale_value, keep_prob,
+                   pre_tockens, next_tockens, head_num, layout, inner_precise, sparse_mode, dq, dk, dv, dpse);
+    }
+  } else if (sink_t.defined()) {
+    const at::IntArrayRef no_idx{};
+    EXEC_NPU_CMD(aclnnFlashAttentionScoreGradV3, q, k, v, g, pse_t, drop, orUndefined(padding_mask),
+                 orUndefined(atten_mask), smax, ssum, softmax, out, sink_t, prefix_n, no_idx, no_idx, scale_value,
+                 keep_prob, pre_tockens, next_tockens, head_num, layout, inner_precise, sparse_mode, pse_type, dq, dk,
+                 dv, dpse, dsink);
+  } else {
+    EXEC_NPU_CMD(aclnnFlashAttentionScoreGrad, q, k, v, g, pse_t, drop, orUndefined(padding_mask),
+                 orUndefined(atten_mask), smax, ssum, softmax, out, prefix_n, scale_value, keep_prob, pre_tockens,
+                 next_tockens, head_num, layout, inner_precise, sparse_mode, dq, dk, dv, dpse);
+  }
+  if (!pse_t.defined()) dpse = at::Tensor();
+  return {dq, dk, dv, dpse, dsink};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusion_attention_grad_meta(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& dy, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& softmax_max,
+    const std::optional<at::Tensor>& softmax_sum, const std::optional<at::Tensor>& softmax_in,
+    const std::optional<at::Tensor>& attention_in, double scale_value, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, int64_t seed, int64_t offset, int64_t numels,
+    at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen, at::OptionalIntArrayRef actual_seq_kvlen,
+    int64_t sparse_mode, bool gen_mask_parallel, bool sync, c10::string_view softmax_layout,
+    const std::optional<at::Tensor>& sink) {
+  const char* op = "npu_fusion_attention_grad";
+  const Dims x = dimsOf(op, query, key, value, head_num, input_layout);
+  checkArguments(op, x, keep_prob, sparse_mode, actual_seq_qlen, actual_seq_kvlen, padding_mask, softmax_layout);
+  const at::Tensor& pse_t = orUndefined(pse);
+  const at::Tensor& sink_t = orUndefined(sink);
+  at::Tensor dpse = pse_t.defined() ? at::empty_like(pse_t, at::MemoryFormat::Contiguous) : at::Tensor();
+  at::Tensor dsink = sink_t.defined() ? at::empty(sink_t.sizes(), sink_t.options().dtype(at::kFloat))
+                                      : at::empty({0}, key.options().dtype(at::kFloat));
+  return {at::empty(query.sizes(), query.options()), at::empty(key.sizes(), key.options()),
+          at::empty(value.sizes(), value.options()), dpse, dsink};
+}
+
+}  // namespace at_npu::native
