@@ -11,11 +11,18 @@
 #include <cstring>
 
 namespace c10_npu {
+
+void sizeWorkerTeam(int host_waiting);
+
 namespace {
 
 // The op library's parallel loops on ATen's intra-op pool: one team of threads for every kernel a
-// stream worker runs, whether ATen's or the op library's own.
+// stream worker runs, whether ATen's or the op library's own. On a worker, the team is sized again
+// first: a long kernel that started while the host was launching takes every core once the host
+// waits for it.
 void atenParallelFor(int64_t n, int64_t min_chunk, void* context, aclnnParallelRangeFn fn) {
+  const int host_waiting = nrtWorkerHostWaiting();
+  if (host_waiting >= 0 && !at::in_parallel_region()) sizeWorkerTeam(host_waiting);
   at::parallel_for(0, n, min_chunk, [&](int64_t begin, int64_t end) { fn(context, begin, end); });
 }
 

@@ -4,16 +4,18 @@
 // time (one GEMM), masked, exponentiated against a running row maximum, and multiplied into the
 // output accumulator (a second GEMM), so that a block of scores is all that ever exists at once.
 // The backward pass recomputes each block's probabilities from the saved row maximum and sum.
+// The GEMMs read query / key / value where they lie (any row stride).
 #include "FlashAttentionKernel.h"
 
-#include <ATen/Parallel.h>
-#include <ATen/native/CPUBlas.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/mm.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+#include <dlfcn.h>
+#include <npu/opslib.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -21,52 +23,148 @@
 namespace npu::opslib::aten {
 namespace {
 
-constexpr int64_t kQueryBlock = 64;
+constexpr int64_t kQueryBlock = 128;
 constexpr int64_t kKeyBlock = 256;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// c (m x n, ldc) = a (m x k, lda) * b (k x n, ldb) (+ c when accumulating), row-major float32: oneDNN's
-// batch-reduce GEMM as PyTorch's own CPU flash attention uses it, else ATen's mm on the blocks.
-void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-          int64_t ldc, bool accumulate) {
-  static const bool brgemm_works = [] {
-    try {
-      float x[4] = {1, 2, 3, 4}, y[4] = {1, 0, 0, 1}, z[4] = {0, 0, 0, 0};
-      at::native::cpublas::brgemm(2, 2, 2, 2, 2, 2, false, x, y, z, false);
-      at::native::cpublas::brgemm_release(false);
-      return z[0] == 1 && z[1] == 2 && z[2] == 3 && z[3] == 4;
-    } catch (...) {
-      return false;
-    }
-  }();
-  if (brgemm_works) {
-    at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, false);
-    return;
+// Row-major GEMMs with float results: c (m x n) = alpha * op(a) op(b) + beta * c, op(x) = x or x^T,
+// the operands row-major with leading dimensions lda / ldb / ldc, read where they lie. They run on the
+// BLAS PyTorch's CPU kernels use (MKL: its float GEMM, and its bfloat16 / float16 GEMMs with float
+// results on the CPU's matrix units), found at run time in PyTorch's library; ATen's matmul on views
+// of the blocks where that BLAS is not there.
+struct Blas {
+  using Sgemm = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
+                         const int*, const float*, const int*, const float*, float*, const int*);
+  using Gemm16 = void (*)(int, int, int, int, int, int, float, const uint16_t*, int, const uint16_t*, int, float,
+                          float*, int);
+  Sgemm sgemm = nullptr;
+  Gemm16 bf16 = nullptr, f16 = nullptr;
+  int (*set_local_threads)(const int*) = nullptr;  // the Fortran entry point: by reference
+
+  static const Blas& get() {
+    static const Blas blas = [] {
+      Blas b;
+      if (void* torch = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD)) {
+        b.sgemm = reinterpret_cast<Sgemm>(dlsym(torch, "sgemm_"));
+        b.bf16 = reinterpret_cast<Gemm16>(dlsym(torch, "cblas_gemm_bf16bf16f32"));
+        b.f16 = reinterpret_cast<Gemm16>(dlsym(torch, "cblas_gemm_f16f16f32"));
+        b.set_local_threads = reinterpret_cast<int (*)(const int*)>(dlsym(torch, "mkl_set_num_threads_local_"));
+      }
+      return b;
+    }();
+    return blas;
   }
-  const auto options = at::TensorOptions().dtype(at::kFloat);
-  at::Tensor ta = at::from_blob(const_cast<float*>(a), {m, k}, {lda, 1}, options);
-  at::Tensor tb = at::from_blob(const_cast<float*>(b), {k, n}, {ldb, 1}, options);
-  at::Tensor tc = at::from_blob(c, {m, n}, {ldc, 1}, options);
-  if (accumulate) {
-    tc.addmm_(ta, tb);
-  } else {
-    at::mm_out(tc, ta, tb);
+};
+
+// While alive, the BLAS runs single-threaded on this thread: the kernels' blocks are small and the
+// work items already run in parallel (a BLAS thread team per block costs more than the block).
+class SerialBlas {
+ public:
+  SerialBlas() {
+    const int one = 1;
+    if (Blas::get().set_local_threads != nullptr) previous_ = Blas::get().set_local_threads(&one);
+  }
+  ~SerialBlas() {
+    if (Blas::get().set_local_threads != nullptr) Blas::get().set_local_threads(&previous_);
+  }
+  SerialBlas(const SerialBlas&) = delete;
+  SerialBlas& operator=(const SerialBlas&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// The kernels' parallel loops run where the op library's do (aclnnParallelFor): at::parallel_for is
+// inline and this package is not built with OpenMP, so it would run them on one thread.
+template <typename F>
+void parallelFor(int64_t n, const F& fn, int64_t min_chunk = 1) {
+  aclnnParallelFor(n, min_chunk, const_cast<void*>(static_cast<const void*>(&fn)), [](void* context, int64_t begin,
+                                                                               int64_t end) {
+    (*static_cast<const F*>(context))(begin, end);
+  });
+}
+
+// parallelFor over [0, n) in a few consecutive waves: between waves the host's pool may resize its
+// team (a kernel that started while the host was still launching takes every core once it waits).
+template <typename F>
+void parallelWaves(int64_t n, const F& fn) {
+  const int64_t waves = std::clamp<int64_t>(n / 8, 1, 4);
+  for (int64_t w = 0; w < waves; ++w) {
+    const int64_t from = n * w / waves, to = n * (w + 1) / waves;
+    parallelFor(to - from, [&](int64_t begin, int64_t end) { fn(from + begin, from + end); });
   }
 }
 
-// dst (cols x rows, ld rows) = src^T for src rows x cols with ld.
-void transpose(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * ld + c];
+template <typename T>
+at::ScalarType scalarTypeOf() {
+  if constexpr (std::is_same_v<T, float>) return at::kFloat;
+  if constexpr (std::is_same_v<T, c10::BFloat16>) return at::kBFloat16;
+  return at::kHalf;
+}
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const Blas& blas = Blas::get();
+  const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
+  const int ilda = static_cast<int>(lda), ildb = static_cast<int>(ldb), ildc = static_cast<int>(ldc);
+  if constexpr (std::is_same_v<T, float>) {
+    if (blas.sgemm != nullptr) {
+      // Column-major BLAS: c^T = op(b)^T op(a)^T, with the same transpose flags.
+      const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+      blas.sgemm(&tb, &ta, &in, &im, &ik, &alpha, b, &ildb, a, &ilda, &beta, c, &ildc);
+      return;
+    }
+  } else {
+    const auto fn = std::is_same_v<T, c10::BFloat16> ? blas.bf16 : blas.f16;
+    if (fn != nullptr) {
+      constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+      fn(kRowMajor, trans_a ? kTrans : kNoTrans, trans_b ? kTrans : kNoTrans, im, in, ik, alpha,
+         reinterpret_cast<const uint16_t*>(a), ilda, reinterpret_cast<const uint16_t*>(b), ildb, beta, c, ildc);
+      return;
+    }
   }
+  const auto options = at::TensorOptions().dtype(scalarTypeOf<T>());
+  auto view = [&](const T* x, bool trans, int64_t rows, int64_t cols, int64_t ld) {
+    // op(x) is rows x cols; x itself is stored row-major with leading dimension ld.
+    at::Tensor t = trans ? at::from_blob(const_cast<T*>(x), {cols, rows}, {ld, 1}, options).t()
+                         : at::from_blob(const_cast<T*>(x), {rows, cols}, {ld, 1}, options);
+    return t.to(at::kFloat);
+  };
+  at::Tensor tc = at::from_blob(c, {m, n}, {ldc, 1}, at::TensorOptions().dtype(at::kFloat));
+  at::Tensor product = at::mm(view(a, trans_a, m, k, lda), view(b, trans_b, k, n, ldb));
+  if (beta == 0.0f) {
+    tc.copy_(product.mul_(alpha));
+  } else {
+    tc.mul_(beta).add_(product, alpha);
+  }
+}
+
+template <typename T>
+void gemmNN(int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+            float beta, float* c, int64_t ldc) {
+  gemm<T>(false, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+template <typename T>
+void gemmNT(int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+            float beta, float* c, int64_t ldc) {
+  gemm<T>(false, true, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+template <typename T>
+void gemmTN(int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+            float beta, float* c, int64_t ldc) {
+  gemm<T>(true, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // exp(x) for x <= 0 (scores minus their row maximum), to about 1e-7 relative: x = k ln2 + r with
-// |r| <= ln2 / 2, exp(r) by a degree-6 polynomial, 2^k through the exponent bits. Branch-free, so
-// that the compiler vectorizes the loops around it.
+// |r| <= ln2 / 2, exp(r) by a degree-6 polynomial, 2^k through the exponent bits. Branch-free and
+// call-free, so that the loops around it vectorize.
 inline float expNonPositive(float x) {
-  x = std::max(x, -87.0f);
-  const float k = std::nearbyint(x * 1.44269504088896341f);
+  x = x < -87.0f ? -87.0f : x;
+  // k = round(x / ln2) by the 1.5 * 2^23 trick (no rounding call, so that the loops vectorize); its
+  // integer value sits in the low mantissa bits of t.
+  const float t = x * 1.44269504088896341f + 12582912.0f;
+  const float k = t - 12582912.0f;
   const float r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
   float p = 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -75,34 +173,106 @@ inline float expNonPositive(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t bits;
-  const int32_t e = static_cast<int32_t>(k) + 127;
-  bits = e << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
+  return p * std::bit_cast<float>((std::bit_cast<int32_t>(t) - 0x4B400000 + 127) << 23);
 }
 
-// s[j] = exp(s[j] - max) (masked scores are -inf and become 0); returns their sum.
-__attribute__((target_clones("avx2", "default"))) float expRow(float* s, int64_t n, float max) {
+#define NPU_FA_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
+
+NPU_FA_SIMD float sumRow(const float* s, int64_t n) {
   float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) sum += s[j];
+  return sum;
+}
+
+// s[j] = exp(s[j] - max) * by (masked scores are -inf and become 0).
+NPU_FA_SIMD void expScaleRow(float* s, int64_t n, float max, float by) {
+#pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
-    const float x = s[j] - max;
-    const float e = s[j] == kNegInf ? 0.0f : expNonPositive(x);
-    s[j] = e;
-    sum += e;
+    const float e = expNonPositive(s[j] - max) * by;
+    s[j] = s[j] == kNegInf ? 0.0f : e;
+  }
+}
+
+// s[j] = exp(s[j] - max); returns their sum.
+NPU_FA_SIMD float expRow(float* s, int64_t n, float max) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = expNonPositive(s[j] - max);
+    const float v = s[j] == kNegInf ? 0.0f : e;
+    s[j] = v;
+    sum += v;
   }
   return sum;
 }
 
-__attribute__((target_clones("avx2", "default"))) float rowMax(const float* s, int64_t n, float start) {
+NPU_FA_SIMD float rowMax(const float* s, int64_t n, float start) {
   float m = start;
-  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
   return m;
 }
 
-__attribute__((target_clones("avx2", "default"))) void scaleRow(float* x, int64_t n, float by) {
+NPU_FA_SIMD void scaleRow(float* x, int64_t n, float by) {
+#pragma omp simd
   for (int64_t j = 0; j < n; ++j) x[j] *= by;
+}
+
+// p[j] = exp(s[j] - max) / sum (the probabilities of a saved row).
+void probRow(float* s, int64_t n, float max, float inv_sum) { expScaleRow(s, n, max, inv_sum); }
+
+// ds[j] = p[j] * (dp[j] - delta), in place in p.
+NPU_FA_SIMD void softmaxGradRow(float* p, const float* dp, int64_t n, float delta) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) p[j] = p[j] * (dp[j] - delta);
+}
+
+template <typename T>
+float toFloat(T v) {
+  return static_cast<float>(v);
+}
+
+template <typename T>
+float dotRow(const T* a, const T* b, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t j = 0; j < n; ++j) acc += toFloat(a[j]) * toFloat(b[j]);
+  return acc;
+}
+template <>
+NPU_FA_SIMD float dotRow<float>(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t j = 0; j < n; ++j) acc += a[j] * b[j];
+  return acc;
+}
+
+// A float block (rows x cols, ld) as GEMM operands of type T: the block itself for float, else a
+// converted copy in `buffer` (as PyTorch's own CPU flash attention feeds reduced-precision GEMMs).
+// float -> bfloat16, rounding to nearest even (the values are finite), in a loop that vectorizes.
+NPU_FA_SIMD void toBFloat16(const float* from, int64_t n, uint16_t* to) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t u = std::bit_cast<uint32_t>(from[j]);
+    to[j] = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+
+template <typename T>
+const T* asOperand(const float* block, int64_t rows, int64_t cols, int64_t ld, std::vector<T>& buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return block;
+  } else {
+    buffer.resize(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      if constexpr (std::is_same_v<T, c10::BFloat16>) {
+        toBFloat16(block + r * ld, cols, reinterpret_cast<uint16_t*>(buffer.data() + r * cols));
+      } else {
+        for (int64_t c = 0; c < cols; ++c) buffer[r * cols + c] = static_cast<T>(block[r * ld + c]);
+      }
+    }
+    return buffer.data();
+  }
 }
 
 uint64_t mix(uint64_t z) {
@@ -113,40 +283,19 @@ uint64_t mix(uint64_t z) {
 }
 
 template <typename T>
-float toFloat(T v) {
-  return static_cast<float>(v);
+const T* rowPtr(const T* base, const RowLayout& layout, int64_t b, int64_t n, int64_t s) {
+  return base + layout.batch_offset[b] + n * layout.head_stride + s * layout.seq_stride;
 }
-
-// Rows [s0, s0 + rows) of (b, n) of an operand as a float matrix with `ld` between rows: the operand's
-// own memory when it is float32 (no copy), else converted into `buffer`.
-struct RowsView {
-  const float* data;
-  int64_t ld;
-};
-
 template <typename T>
-RowsView loadRows(const T* base, const RowLayout& layout, int64_t b, int64_t n, int64_t s0, int64_t rows,
-                  int64_t d, std::vector<float>& buffer) {
-  const T* first = base + layout.batch_offset[b] + n * layout.head_stride + s0 * layout.seq_stride;
-  if constexpr (std::is_same_v<T, float>) {
-    return {first, layout.seq_stride};
-  } else {
-    buffer.resize(static_cast<size_t>(rows * d));
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = first + r * layout.seq_stride;
-      float* dst = buffer.data() + r * d;
-      for (int64_t c = 0; c < d; ++c) dst[c] = toFloat(row[c]);
-    }
-    return {buffer.data(), d};
-  }
+T* rowPtr(T* base, const RowLayout& layout, int64_t b, int64_t n, int64_t s) {
+  return base + layout.batch_offset[b] + n * layout.head_stride + s * layout.seq_stride;
 }
 
 template <typename T>
 void storeRows(T* base, const RowLayout& layout, int64_t b, int64_t n, int64_t s0, int64_t rows, int64_t d,
                const float* src, int64_t ld) {
-  T* first = base + layout.batch_offset[b] + n * layout.head_stride + s0 * layout.seq_stride;
   for (int64_t r = 0; r < rows; ++r) {
-    T* row = first + r * layout.seq_stride;
+    T* row = rowPtr(base, layout, b, n, s0 + r);
     const float* from = src + r * ld;
     for (int64_t c = 0; c < d; ++c) row[c] = static_cast<T>(from[c]);
   }
@@ -158,30 +307,20 @@ enum class BlockMask { kNone, kPartial, kAll };
 struct Masking {
   const AttentionProblem& p;
 
-  bool visible(int64_t b, int64_t i, int64_t j) const {
-    const MaskRule& m = p.mask;
-    const int64_t diag = i + m.shift[b];
-    bool in_band = (m.pre[b] == INT64_MAX || j >= diag - m.pre[b]) && (m.next[b] == INT64_MAX || j <= diag + m.next[b]);
-    if (!in_band && !m.prefix.empty() && j < m.prefix[b]) in_band = true;
-    return in_band;
+  // The band's visible keys of row i: [lo, hi] (clamped to the int64 range).
+  int64_t lo(int64_t b, int64_t i) const {
+    return p.mask.pre[b] == INT64_MAX ? INT64_MIN : i + p.mask.shift[b] - p.mask.pre[b];
+  }
+  int64_t hi(int64_t b, int64_t i) const {
+    return p.mask.next[b] == INT64_MAX ? INT64_MAX : i + p.mask.shift[b] + p.mask.next[b];
   }
 
   BlockMask classify(int64_t b, int64_t i0, int64_t i1, int64_t j0, int64_t j1) const {
     const MaskRule& m = p.mask;
-    const bool explicit_mask = m.explicit_mask.defined();
-    const int64_t pre = m.pre[b], next = m.next[b];
-    // The band's lowest and highest visible key over the block's rows.
-    auto lo = [&](int64_t i) { return pre == INT64_MAX ? INT64_MIN : i + m.shift[b] - pre; };
-    auto hi = [&](int64_t i) { return next == INT64_MAX ? INT64_MAX : i + m.shift[b] + next; };
     const bool prefix_reaches = !m.prefix.empty() && j0 < m.prefix[b];
-    if (!prefix_reaches && (j0 > hi(i1 - 1) || j1 - 1 < lo(i0))) return BlockMask::kAll;
-    if (!explicit_mask && lo(i1 - 1) <= j0 && hi(i0) >= j1 - 1) return BlockMask::kNone;
+    if (!prefix_reaches && (j0 > hi(b, i1 - 1) || j1 - 1 < lo(b, i0))) return BlockMask::kAll;
+    if (!m.explicit_mask.defined() && lo(b, i1 - 1) <= j0 && hi(b, i0) >= j1 - 1) return BlockMask::kNone;
     return BlockMask::kPartial;
-  }
-
-  bool explicitlyMasked(int64_t b, int64_t n, int64_t i, int64_t j, const uint8_t* mask) const {
-    const MaskRule& m = p.mask;
-    return mask[b * m.mask_b + n * m.mask_n + i * m.mask_i + j * m.mask_j] != 0;
   }
 };
 
@@ -193,6 +332,10 @@ struct Dropout {
   bool keeps(int64_t b, int64_t n, int64_t i, int64_t j) const {
     const int64_t bit = p.drop_base[b] + (n * p.q_len[b] + i) * p.kv_len[b] + j;
     return (p.drop_bits[bit >> 3] >> (bit & 7)) & 1;
+  }
+  // row[c] for keys j0 + c of query row i: kept ones scaled by 1 / keep_prob, dropped ones 0.
+  void apply(int64_t b, int64_t n, int64_t i, int64_t j0, int64_t cols, float* row) const {
+    for (int64_t c = 0; c < cols; ++c) row[c] = keeps(b, n, i, j0 + c) ? row[c] * keep_scale : 0.0f;
   }
 };
 
@@ -207,7 +350,7 @@ inline int64_t pseOffset(const AttentionProblem& p, int64_t b, int64_t i, int64_
   return col < p.kv_len[b] ? col * sj : -1;
 }
 
-// Scores of one block into s (rows x cols, ld cols): scale, bias, masks applied.
+// Scores of one block in s (rows x cols, ld cols), already scaled: bias added, masks applied.
 void biasAndMask(const AttentionProblem& p, const Masking& masking, BlockMask kind, const uint8_t* explicit_mask,
                  const float* pse, int64_t b, int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                  float* s) {
@@ -236,14 +379,22 @@ void biasAndMask(const AttentionProblem& p, const Masking& masking, BlockMask ki
     }
   }
   if (kind != BlockMask::kPartial) return;
+  const MaskRule& m = p.mask;
+  const int64_t prefix = m.prefix.empty() ? 0 : m.prefix[b];
   for (int64_t r = 0; r < rows; ++r) {
     float* row = s + r * cols;
     const int64_t i = i0 + r;
-    for (int64_t c = 0; c < cols; ++c) {
-      const int64_t j = j0 + c;
-      if (!masking.visible(b, i, j) ||
-          (explicit_mask != nullptr && masking.explicitlyMasked(b, n, i, j, explicit_mask))) {
-        row[c] = kNegInf;
+    // Outside the band [lo, hi] (keys below the prefix stay visible): whole column ranges.
+    const int64_t lo = masking.lo(b, i), hi = masking.hi(b, i);
+    const int64_t first_maskable = std::min(std::max<int64_t>(prefix - j0, 0), cols);  // column of key `prefix`
+    const int64_t lo_end = lo == INT64_MIN ? 0 : std::clamp<int64_t>(lo - j0, 0, cols);
+    const int64_t hi_begin = hi == INT64_MAX ? cols : std::clamp<int64_t>(hi - j0 + 1, 0, cols);
+    if (lo_end > first_maskable) std::fill(row + first_maskable, row + lo_end, kNegInf);
+    std::fill(row + std::max(hi_begin, first_maskable), row + cols, kNegInf);
+    if (explicit_mask != nullptr) {
+      const uint8_t* mrow = explicit_mask + b * m.mask_b + n * m.mask_n + i * m.mask_i + j0 * m.mask_j;
+      for (int64_t c = 0; c < cols; ++c) {
+        if (mrow[c * m.mask_j] != 0) row[c] = kNegInf;
       }
     }
   }
@@ -267,16 +418,18 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
   const uint8_t* explicit_mask =
       p.mask.explicit_mask.defined() ? static_cast<const uint8_t*>(p.mask.explicit_mask.const_data_ptr()) : nullptr;
   const float* pse = p.pse.defined() ? p.pse.const_data_ptr<float>() : nullptr;
+  const float scale = static_cast<float>(p.scale);
 
   // Work items: (b, n, block of query rows).
   std::vector<int64_t> first_block(p.batch + 1, 0);
   for (int64_t b = 0; b < p.batch; ++b) {
     first_block[b + 1] = first_block[b] + p.q_heads * ((p.q_len[b] + kQueryBlock - 1) / kQueryBlock);
   }
-  at::parallel_for(0, first_block[p.batch], 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(kQueryBlock * kKeyBlock), acc(kQueryBlock * dv), qbuf, kbuf, vbuf, kt;
+  parallelWaves(first_block[p.batch], [&](int64_t begin, int64_t end) {
+    const SerialBlas serial;
+    std::vector<float> scores(kQueryBlock * kKeyBlock), acc(kQueryBlock * dv);
     std::vector<float> m(kQueryBlock), l(kQueryBlock);
-    const float scale = static_cast<float>(p.scale);
+    std::vector<T> pbuf;
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = std::upper_bound(first_block.begin(), first_block.end(), item) - first_block.begin() - 1;
       const int64_t blocks = (p.q_len[b] + kQueryBlock - 1) / kQueryBlock;
@@ -284,7 +437,7 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
       const int64_t i0 = ((item - first_block[b]) % blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, p.q_len[b] - i0);
       const int64_t kvn = n / group;
-      const RowsView qv = loadRows(q, p.q, b, n, i0, rows, d, qbuf);
+      const T* qrows = rowPtr(q, p.q, b, n, i0);
       // A sink joins every row as a logit of its own: the running max starts at it, with exp(0) = 1.
       std::fill(m.begin(), m.begin() + rows, p.sink != nullptr ? p.sink[n] : kNegInf);
       std::fill(l.begin(), l.begin() + rows, p.sink != nullptr ? 1.0f : 0.0f);
@@ -293,12 +446,9 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
         const int64_t cols = std::min(kKeyBlock, p.kv_len[b] - j0);
         const BlockMask kind = masking.classify(b, i0, i0 + rows, j0, j0 + cols);
         if (kind == BlockMask::kAll) continue;
-        const RowsView kv_k = loadRows(k, p.k, b, kvn, j0, cols, d, kbuf);
-        // scores (rows x cols) = q k^T * scale
-        kt.resize(static_cast<size_t>(d * cols));
-        transpose(kv_k.data, cols, d, kv_k.ld, kt.data());
-        gemm(rows, cols, d, qv.data, qv.ld, kt.data(), cols, scores.data(), cols, false);
-        for (int64_t x = 0; x < rows * cols; ++x) scores[x] *= scale;
+        // scores (rows x cols) = scale * q k^T
+        gemmNT<T>(rows, cols, d, scale, qrows, p.q.seq_stride, rowPtr(k, p.k, b, kvn, j0), p.k.seq_stride, 0.0f,
+                  scores.data(), cols);
         biasAndMask(p, masking, kind, explicit_mask, pse, b, n, i0, rows, j0, cols, scores.data());
         for (int64_t r = 0; r < rows; ++r) {
           float* row = scores.data() + r * cols;
@@ -311,15 +461,11 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
           l[r] = l[r] * correction + expRow(row, cols, new_max);
           m[r] = new_max;
           if (correction != 1.0f) scaleRow(acc.data() + r * dv, dv, correction);
-          if (dropout.on()) {
-            for (int64_t c = 0; c < cols; ++c) {
-              row[c] = dropout.keeps(b, n, i0 + r, j0 + c) ? row[c] * dropout.keep_scale : 0.0f;
-            }
-          }
+          if (dropout.on()) dropout.apply(b, n, i0 + r, j0, cols, row);
         }
-        const RowsView kv_v = loadRows(v, p.v, b, kvn, j0, cols, dv, vbuf);
         // acc (rows x dv) += p v
-        gemm(rows, dv, cols, scores.data(), cols, kv_v.data, kv_v.ld, acc.data(), dv, true);
+        const T* pv = asOperand<T>(scores.data(), rows, cols, cols, pbuf);
+        gemmNN<T>(rows, dv, cols, 1.0f, pv, cols, rowPtr(v, p.v, b, kvn, j0), p.v.seq_stride, 1.0f, acc.data(), dv);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
@@ -352,9 +498,6 @@ void backwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::
   T* dk = static_cast<T*>(dk_t.data_ptr());
   T* dv = static_cast<T*>(dv_t.data_ptr());
   float* dpse = dpse_t.defined() ? dpse_t.data_ptr<float>() : nullptr;
-  // d sink_n = -sum over rows of p_sink * delta (the sink's probability times the row term), summed
-  // per (b, n) by each work item and over batches afterwards.
-  std::vector<double> dsink_bn(dsink_t.defined() && p.sink != nullptr ? p.batch * p.q_heads : 0, 0.0);
   const float* smax = softmax_max.const_data_ptr<float>();
   const float* ssum = softmax_sum.const_data_ptr<float>();
   const Masking masking{p};
@@ -364,115 +507,134 @@ void backwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::
       p.mask.explicit_mask.defined() ? static_cast<const uint8_t*>(p.mask.explicit_mask.const_data_ptr()) : nullptr;
   const float* pse = p.pse.defined() ? p.pse.const_data_ptr<float>() : nullptr;
   const float scale = static_cast<float>(p.scale);
+  // d sink_n = -sum over rows of p_sink * delta (the sink's probability times the row term), summed
+  // per (b, n) by each work item and over batches afterwards.
+  std::vector<double> dsink_bn(dsink_t.defined() && p.sink != nullptr ? p.batch * p.q_heads : 0, 0.0);
 
-  // One work item per (b, kv head): it owns dk / dv of that head and dq of the query heads of its group.
-  at::parallel_for(0, p.batch * p.kv_heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> s(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock), qbuf, kbuf, vbuf, obuf, gbuf;
-    std::vector<float> dqacc, dkacc, dvacc, delta, dropped, kt, vt, pt;
+  // One work item per (b, query head): it writes dq of that head, and the head's share of dk / dv
+  // (key rows x D, float) into a buffer of its own; the shares of a group sum into dk / dv after.
+  std::vector<int64_t> kv_offset(p.batch + 1, 0);
+  for (int64_t b = 0; b < p.batch; ++b) kv_offset[b + 1] = kv_offset[b] + p.kv_len[b];
+  const bool shared = group > 1;
+  std::vector<float> dk_share(shared ? kv_offset[p.batch] * p.q_heads * d : 0);
+  std::vector<float> dv_share(shared ? kv_offset[p.batch] * p.q_heads * dvd : 0);
+
+  parallelWaves(p.batch * p.q_heads, [&](int64_t begin, int64_t end) {
+    const SerialBlas serial;
+    std::vector<float> s(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock), dropped;
+    std::vector<float> dqacc, own_dk, own_dv, delta;
+    std::vector<T> pbuf, dsbuf;
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t b = item / p.kv_heads, kvn = item % p.kv_heads;
+      const int64_t b = item / p.q_heads, n = item % p.q_heads, kvn = n / group;
       const int64_t sq = p.q_len[b], skv = p.kv_len[b];
-      dkacc.assign(static_cast<size_t>(skv * d), 0.0f);
-      dvacc.assign(static_cast<size_t>(skv * dvd), 0.0f);
-      for (int64_t n = kvn * group; n < (kvn + 1) * group; ++n) {
-        dqacc.assign(static_cast<size_t>(sq * d), 0.0f);
-        // delta_i = sum_c dout_ic * out_ic (the softmax Jacobian's row term)
-        delta.assign(static_cast<size_t>(sq), 0.0f);
+      float* dkacc;
+      float* dvacc;
+      if (shared) {
+        dkacc = dk_share.data() + (kv_offset[b] * p.q_heads + n * skv) * d;
+        dvacc = dv_share.data() + (kv_offset[b] * p.q_heads + n * skv) * dvd;
+      } else {
+        own_dk.assign(static_cast<size_t>(skv * d), 0.0f);
+        own_dv.assign(static_cast<size_t>(skv * dvd), 0.0f);
+        dkacc = own_dk.data();
+        dvacc = own_dv.data();
+      }
+      dqacc.assign(static_cast<size_t>(sq * d), 0.0f);
+      // delta_i = sum_c dout_ic * out_ic (the softmax Jacobian's row term)
+      delta.assign(static_cast<size_t>(sq), 0.0f);
+      for (int64_t i = 0; i < sq; ++i) {
+        const float acc = dotRow(rowPtr(o, p.out, b, n, i), rowPtr(g, p.out, b, n, i), dvd);
+        delta[i] = acc;
+        if (!dsink_bn.empty()) {
+          const int64_t at_row = stats.batch_offset[b] + n * stats.head_stride + i * stats.seq_stride;
+          if (ssum[at_row] > 0.0f) {
+            const float p_sink = std::exp(p.sink[n] - smax[at_row]) / ssum[at_row];
+            dsink_bn[b * p.q_heads + n] -= static_cast<double>(p_sink) * acc;
+          }
+        }
+      }
+      for (int64_t j0 = 0; j0 < skv; j0 += kKeyBlock) {
+        const int64_t cols = std::min(kKeyBlock, skv - j0);
+        const T* krows = rowPtr(k, p.k, b, kvn, j0);
+        const T* vrows = rowPtr(v, p.v, b, kvn, j0);
         for (int64_t i0 = 0; i0 < sq; i0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, sq - i0);
-          const RowsView ov = loadRows(o, p.out, b, n, i0, rows, dvd, obuf);
-          const RowsView gv = loadRows(g, p.out, b, n, i0, rows, dvd, gbuf);
+          const BlockMask kind = masking.classify(b, i0, i0 + rows, j0, j0 + cols);
+          if (kind == BlockMask::kAll) continue;
+          const T* qrows = rowPtr(q, p.q, b, n, i0);
+          const T* grows = rowPtr(g, p.out, b, n, i0);
+          // p = softmax(s), recomputed from the saved row max and sum
+          gemmNT<T>(rows, cols, d, scale, qrows, p.q.seq_stride, krows, p.k.seq_stride, 0.0f, s.data(), cols);
+          biasAndMask(p, masking, kind, explicit_mask, pse, b, n, i0, rows, j0, cols, s.data());
           for (int64_t r = 0; r < rows; ++r) {
-            float acc = 0.0f;
-            for (int64_t c = 0; c < dvd; ++c) acc += ov.data[r * ov.ld + c] * gv.data[r * gv.ld + c];
-            delta[i0 + r] = acc;
-            if (!dsink_bn.empty()) {
-              const int64_t at_row = stats.batch_offset[b] + n * stats.head_stride + (i0 + r) * stats.seq_stride;
-              const float sm = ssum[at_row];
-              if (sm > 0.0f) {
-                const float p_sink = std::exp(p.sink[n] - smax[at_row]) / sm;
-                dsink_bn[b * p.q_heads + n] -= static_cast<double>(p_sink) * acc;
+            const int64_t at_row = stats.batch_offset[b] + n * stats.head_stride + (i0 + r) * stats.seq_stride;
+            const float mx = smax[at_row], sm = ssum[at_row];
+            float* row = s.data() + r * cols;
+            if (sm <= 0.0f || mx == kNegInf) {
+              std::fill(row, row + cols, 0.0f);
+              continue;
+            }
+            probRow(row, cols, mx, 1.0f / sm);
+          }
+          // dp (rows x cols) = dout v^T
+          gemmNT<T>(rows, cols, dvd, 1.0f, grows, p.out.seq_stride, vrows, p.v.seq_stride, 0.0f, dp.data(), cols);
+          // With dropout: dv takes the dropped probabilities, and dp flows through the same mask.
+          const float* pd = s.data();
+          if (dropout.on()) {
+            dropped.assign(s.begin(), s.begin() + rows * cols);
+            for (int64_t r = 0; r < rows; ++r) {
+              dropout.apply(b, n, i0 + r, j0, cols, dropped.data() + r * cols);
+              dropout.apply(b, n, i0 + r, j0, cols, dp.data() + r * cols);
+            }
+            pd = dropped.data();
+          }
+          // dv (cols x dv) += p_dropped^T dout
+          gemmTN<T>(cols, dvd, rows, 1.0f, asOperand<T>(pd, rows, cols, cols, pbuf), cols, grows, p.out.seq_stride,
+                    1.0f, dvacc + j0 * dvd, dvd);
+          // ds = p * (dp - delta)
+          for (int64_t r = 0; r < rows; ++r) {
+            softmaxGradRow(s.data() + r * cols, dp.data() + r * cols, cols, delta[i0 + r]);
+          }
+          if (dpse != nullptr) {
+            float* to = dpse + b * p.dpse_b + n * p.dpse_n;
+            for (int64_t r = 0; r < rows; ++r) {
+              for (int64_t c = 0; c < cols; ++c) {
+                const int64_t at = pseOffset(p, b, i0 + r, j0 + c, p.dpse_i, p.dpse_j);
+                if (at >= 0) to[at] += p.pse_scale * s[r * cols + c];
               }
             }
           }
+          // dq (rows x d) += ds k ; dk (cols x d) += ds^T q (both times scale)
+          const T* ds = asOperand<T>(s.data(), rows, cols, cols, dsbuf);
+          gemmNN<T>(rows, d, cols, scale, ds, cols, krows, p.k.seq_stride, 1.0f, dqacc.data() + i0 * d, d);
+          gemmTN<T>(cols, d, rows, scale, ds, cols, qrows, p.q.seq_stride, 1.0f, dkacc + j0 * d, d);
         }
-        for (int64_t j0 = 0; j0 < skv; j0 += kKeyBlock) {
-          const int64_t cols = std::min(kKeyBlock, skv - j0);
-          const RowsView kv_k = loadRows(k, p.k, b, kvn, j0, cols, d, kbuf);
-          const RowsView kv_v = loadRows(v, p.v, b, kvn, j0, cols, dvd, vbuf);
-          kt.resize(static_cast<size_t>(d * cols));
-          vt.resize(static_cast<size_t>(dvd * cols));
-          transpose(kv_k.data, cols, d, kv_k.ld, kt.data());
-          transpose(kv_v.data, cols, dvd, kv_v.ld, vt.data());
-          for (int64_t i0 = 0; i0 < sq; i0 += kQueryBlock) {
-            const int64_t rows = std::min(kQueryBlock, sq - i0);
-            const BlockMask kind = masking.classify(b, i0, i0 + rows, j0, j0 + cols);
-            if (kind == BlockMask::kAll) continue;
-            const RowsView qv = loadRows(q, p.q, b, n, i0, rows, d, qbuf);
-            const RowsView gv = loadRows(g, p.out, b, n, i0, rows, dvd, gbuf);
-            // p = softmax(s), recomputed from the saved row max and sum
-            gemm(rows, cols, d, qv.data, qv.ld, kt.data(), cols, s.data(), cols, false);
-            for (int64_t x = 0; x < rows * cols; ++x) s[x] *= scale;
-            biasAndMask(p, masking, kind, explicit_mask, pse, b, n, i0, rows, j0, cols, s.data());
-            for (int64_t r = 0; r < rows; ++r) {
-              const int64_t at_row = stats.batch_offset[b] + n * stats.head_stride + (i0 + r) * stats.seq_stride;
-              const float mx = smax[at_row], sm = ssum[at_row];
-              float* row = s.data() + r * cols;
-              if (sm <= 0.0f || mx == kNegInf) {
-                std::fill(row, row + cols, 0.0f);
-                continue;
-              }
-              expRow(row, cols, mx);
-              scaleRow(row, cols, 1.0f / sm);
-            }
-            // dp (rows x cols) = dout v^T
-            gemm(rows, cols, dvd, gv.data, gv.ld, vt.data(), cols, dp.data(), cols, false);
-            // With dropout: dv takes the dropped probabilities, and dp flows through the same mask.
-            if (dropout.on()) {
-              dropped.resize(static_cast<size_t>(rows * cols));
-              for (int64_t r = 0; r < rows; ++r) {
-                for (int64_t c = 0; c < cols; ++c) {
-                  const bool keep = dropout.keeps(b, n, i0 + r, j0 + c);
-                  dropped[r * cols + c] = keep ? s[r * cols + c] * dropout.keep_scale : 0.0f;
-                  dp[r * cols + c] = keep ? dp[r * cols + c] * dropout.keep_scale : 0.0f;
-                }
-              }
-            }
-            const float* pd = dropout.on() ? dropped.data() : s.data();
-            // dv (cols x d) += p_dropped^T dout
-            pt.resize(static_cast<size_t>(rows * cols));
-            transpose(pd, rows, cols, cols, pt.data());
-            gemm(cols, dvd, rows, pt.data(), rows, gv.data, gv.ld, dvacc.data() + j0 * dvd, dvd, true);
-            // ds = p * (dp - delta)
-            for (int64_t r = 0; r < rows; ++r) {
-              float* prow = s.data() + r * cols;
-              const float* dprow = dp.data() + r * cols;
-              const float dl = delta[i0 + r];
-              for (int64_t c = 0; c < cols; ++c) prow[c] = prow[c] * (dprow[c] - dl);
-            }
-            if (dpse != nullptr) {
-              float* to = dpse + b * p.dpse_b + n * p.dpse_n;
-              for (int64_t r = 0; r < rows; ++r) {
-                for (int64_t c = 0; c < cols; ++c) {
-                  const int64_t at = pseOffset(p, b, i0 + r, j0 + c, p.dpse_i, p.dpse_j);
-                  if (at >= 0) to[at] += p.pse_scale * s[r * cols + c];
-                }
-              }
-            }
-            // dq (rows x d) += ds k ; dk (cols x d) += ds^T q (both times scale, applied when stored)
-            gemm(rows, d, cols, s.data(), cols, kv_k.data, kv_k.ld, dqacc.data() + i0 * d, d, true);
-            transpose(s.data(), rows, cols, cols, pt.data());
-            gemm(cols, d, rows, pt.data(), rows, qv.data, qv.ld, dkacc.data() + j0 * d, d, true);
-          }
-        }
-        scaleRow(dqacc.data(), sq * d, scale);
-        storeRows(dq, p.q, b, n, 0, sq, d, dqacc.data(), d);
       }
-      scaleRow(dkacc.data(), skv * d, scale);
-      storeRows(dk, p.k, b, kvn, 0, skv, d, dkacc.data(), d);
-      storeRows(dv, p.v, b, kvn, 0, skv, dvd, dvacc.data(), dvd);
+      storeRows(dq, p.q, b, n, 0, sq, d, dqacc.data(), d);
+      if (!shared) {
+        storeRows(dk, p.k, b, kvn, 0, skv, d, dkacc, d);
+        storeRows(dv, p.v, b, kvn, 0, skv, dvd, dvacc, dvd);
+      }
     }
   });
+  if (shared) {
+    // dk / dv of each key / value head: the sum of its group's shares.
+    parallelFor(p.batch * p.kv_heads, [&](int64_t begin, int64_t end) {
+      std::vector<float> sum_k, sum_v;
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = item / p.kv_heads, kvn = item % p.kv_heads, skv = p.kv_len[b];
+        sum_k.assign(static_cast<size_t>(skv * d), 0.0f);
+        sum_v.assign(static_cast<size_t>(skv * dvd), 0.0f);
+        for (int64_t n = kvn * group; n < (kvn + 1) * group; ++n) {
+          const float* share_k = dk_share.data() + (kv_offset[b] * p.q_heads + n * skv) * d;
+          const float* share_v = dv_share.data() + (kv_offset[b] * p.q_heads + n * skv) * dvd;
+          for (int64_t x = 0; x < skv * d; ++x) sum_k[x] += share_k[x];
+          for (int64_t x = 0; x < skv * dvd; ++x) sum_v[x] += share_v[x];
+        }
+        storeRows(dk, p.k, b, kvn, 0, skv, d, sum_k.data(), d);
+        storeRows(dv, p.v, b, kvn, 0, skv, dvd, sum_v.data(), dvd);
+      }
+    });
+  }
   if (!dsink_bn.empty()) {
     float* dsink = dsink_t.data_ptr<float>();
     for (int64_t n = 0; n < p.q_heads; ++n) {
@@ -489,7 +651,7 @@ void dropoutGenMask(uint64_t seed, uint64_t offset, double keep_prob, int64_t nu
   const uint64_t key = mix(seed ^ (offset * 0xd1b54a32d192ed03ULL));
   const uint64_t threshold = keep_prob >= 1.0 ? UINT64_MAX : static_cast<uint64_t>(keep_prob * 18446744073709551616.0);
   const int64_t bytes = (numel + 7) / 8;
-  at::parallel_for(0, bytes, 4096, [&](int64_t begin, int64_t end) {
+  parallelFor(bytes, [&](int64_t begin, int64_t end) {
     for (int64_t byte = begin; byte < end; ++byte) {
       uint8_t value = 0;
       for (int bit = 0; bit < 8; ++bit) {
@@ -500,7 +662,7 @@ void dropoutGenMask(uint64_t seed, uint64_t offset, double keep_prob, int64_t nu
       }
       bits[byte] = value;
     }
-  });
+  }, 4096);
 }
 
 void flashAttentionForward(const AttentionProblem& p, const at::Tensor& query, const at::Tensor& key,

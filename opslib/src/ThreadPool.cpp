@@ -171,6 +171,10 @@ void ParallelFor(int64_t n, int64_t min_chunk, void* context, RangeFn fn) {
 
 }  // namespace npu::opslib
 
+extern "C" void aclnnParallelFor(int64_t n, int64_t min_chunk, void* context, aclnnParallelRangeFn fn) {
+  npu::opslib::ParallelFor(n, min_chunk, context, fn);
+}
+
 extern "C" void aclnnSetParallelFor(aclnnParallelForFn parallel_for) {
   npu::opslib::g_host_parallel_for.store(parallel_for, std::memory_order_release);
 }

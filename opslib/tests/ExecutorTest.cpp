@@ -1,8 +1,10 @@
 // ExecutorTest.cpp - executors on streams: stream order with other host functions, kernel failures
 // reported at the next synchronisation with the op name and launch tag, custom executors
-// (aclnnCreateExecutor), and many threads launching large kernels at once.
+// (aclnnCreateExecutor), many threads launching large kernels at once, and the parallel loops op
+// packages run (aclnnParallelFor).
 #include <atomic>
 #include <chrono>
+#include <vector>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -218,6 +220,22 @@ TEST_F(ExecutorTest, ManyThreadsLaunchLargeKernelsConcurrently) {
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(ExecutorTest, PackageParallelLoopsCoverTheRangeOnceAndRethrow) {
+  constexpr int64_t kN = 100000;
+  std::vector<std::atomic<int>> seen(kN);
+  auto mark = [](void* context, int64_t begin, int64_t end) {
+    auto* counts = static_cast<std::vector<std::atomic<int>>*>(context);
+    for (int64_t i = begin; i < end; ++i) (*counts)[i].fetch_add(1);
+  };
+  aclnnParallelFor(kN, 64, &seen, mark);
+  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(seen[i].load(), 1) << i;
+  aclnnParallelFor(0, 1, &seen, mark);  // empty: nothing runs
+  auto fail = [](void*, int64_t begin, int64_t end) {
+    if (begin <= 5000 && 5000 < end) throw std::runtime_error("chunk failed");
+  };
+  EXPECT_THROW(aclnnParallelFor(kN, 64, nullptr, fail), std::runtime_error);
 }
 
 }  // namespace

@@ -21,6 +21,8 @@ namespace npu::runtime {
 namespace {
 
 thread_local bool t_on_stream_worker = false;
+// How many host threads wait for the stream this worker runs (NULL off workers).
+thread_local const std::atomic<int>* t_worker_host_waiting = nullptr;
 // Set by nrtSetTaskErrMsg() inside a host function, read by the worker once the function returns.
 thread_local std::optional<std::string> t_task_message;
 
@@ -281,6 +283,7 @@ void Stream::Shutdown() {
 
 void Stream::Run() {
   t_on_stream_worker = true;
+  t_worker_host_waiting = &host_waiting_;
   SetCurrentDevice(generation_, device_);
   const std::string thread_name = StrCat("npu", device_, "-s", id_).substr(0, 15);
   pthread_setname_np(pthread_self(), thread_name.c_str());
@@ -424,6 +427,12 @@ extern "C" void nrtSetWorkerIdleHook(nrtWorkerIdleHook hook) {
 }
 
 extern "C" int nrtOnStreamWorker(void) { return npu::runtime::OnAnyStreamWorker() ? 1 : 0; }
+
+extern "C" int nrtWorkerHostWaiting(void) {
+  const std::atomic<int>* waiting = npu::runtime::t_worker_host_waiting;
+  if (waiting == nullptr) return -1;
+  return waiting->load(std::memory_order_relaxed) > 0 ? 1 : 0;
+}
 
 extern "C" void nrtSetWorkerTaskHook(nrtWorkerTaskHook hook) {
   npu::runtime::g_worker_task_hook.store(hook, std::memory_order_release);

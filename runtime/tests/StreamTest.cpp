@@ -236,6 +236,33 @@ TEST_F(StreamTest, WaitingForItselfIsRejected) {
   NRT_EXPECT_OK(nrtStreamDestroy(stream));
 }
 
+TEST_F(StreamTest, AWorkerSeesWhetherTheHostWaitsForItsStream) {
+  EXPECT_EQ(nrtWorkerHostWaiting(), -1);  // not a stream worker
+  nrtStream_t stream = nullptr;
+  NRT_ASSERT_OK(nrtStreamCreate(&stream));
+  Gate gate;
+  std::atomic<int> before{-2}, after{-2};
+  NRT_ASSERT_OK(LaunchCallable(stream, [&] {
+    before = nrtWorkerHostWaiting();  // the host has not started to wait yet
+    return 0;
+  }));
+  NRT_ASSERT_OK(LaunchCallable(stream, gate.Blocker()));
+  NRT_ASSERT_OK(LaunchCallable(stream, [&] {
+    after = nrtWorkerHostWaiting();
+    return 0;
+  }));
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate.Open();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(before.load(), 0);
+  NRT_EXPECT_OK(nrtStreamSynchronize(stream));  // blocks until the gate opens
+  opener.join();
+  EXPECT_EQ(after.load(), 1);
+  NRT_EXPECT_OK(nrtStreamDestroy(stream));
+}
+
 TEST_F(StreamTest, FinalizeDrainsStreams) {
   std::atomic<int> ran{0};
   nrtStream_t stream = nullptr;

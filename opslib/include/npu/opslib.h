@@ -171,6 +171,11 @@ NOP_API const aclnnOpEntry* aclnnOpAt(int index);  // for listing the registry
 typedef void (*aclnnParallelRangeFn)(void* context, int64_t begin, int64_t end);
 typedef void (*aclnnParallelForFn)(int64_t n, int64_t min_chunk, void* context, aclnnParallelRangeFn fn);
 NOP_API void aclnnSetParallelFor(aclnnParallelForFn parallel_for);
+// Runs fn(context, begin, end) over [0, n) in chunks of at least min_chunk where the op library's
+// own kernels run theirs (the installed pool, else its own): for op packages' kernels, which
+// cannot use an OpenMP pool of their own without competing for the cores. Returns when all chunks
+// have run, rethrowing a chunk's C++ exception.
+NOP_API void aclnnParallelFor(int64_t n, int64_t min_chunk, void* context, aclnnParallelRangeFn fn);
 
 // Shared launch: every op's Xxx(workspace, size, executor, stream) is this; it queues the work
 // prepared by XxxGetWorkspaceSize on the stream and takes ownership of the executor.

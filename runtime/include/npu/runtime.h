@@ -160,6 +160,10 @@ typedef void (*nrtWorkerTaskHook)(int host_waiting);
 NRT_API void nrtSetWorkerTaskHook(nrtWorkerTaskHook hook);
 // 1 on a stream worker thread (running queued tasks), 0 elsewhere.
 NRT_API int nrtOnStreamWorker(void);
+// On a stream worker: 1 while a host thread is blocked synchronising its stream, else 0 (what the
+// task hook was told, read again now: a long task can resize its thread team between parallel
+// loops). -1 off stream workers.
+NRT_API int nrtWorkerHostWaiting(void);
 
 // Events: a recorded event completes when the stream reaches it; timing in milliseconds.
 NRT_API nrtError_t nrtEventCreate(nrtEvent_t* event);
