@@ -1,0 +1,271 @@
+// NormRopeOps.cpp - the LLM layers' fused device ops: RMSNorm (plain, Gemma's 1 + gamma, with a
+// residual add) and its gradient, rotary position embedding and its gradient, SwiGLU and FastGelu
+// with their gradients. Float16 / bfloat16 compute in float32 and round once, as NPUs do.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/sum.h>
+
+#include "AtenOpSupport.h"
+
+using namespace npu::opslib::aten;
+
+namespace {
+
+at::Tensor wide(const at::Tensor& t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); }
+
+// The trailing dimensions gamma normalises over.
+std::vector<int64_t> normDims(const char* op, const at::Tensor& x, const at::Tensor& gamma) {
+  TORCH_CHECK(gamma.dim() >= 1 && gamma.dim() <= x.dim() && x.sizes().slice(x.dim() - gamma.dim()).equals(gamma.sizes()),
+              op, ": gamma's shape ", gamma.sizes(), " must equal the trailing dimensions of x ", x.sizes());
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - gamma.dim(); d < x.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// y = x * rstd * (gamma + offset), rstd = 1 / sqrt(mean(x^2) + eps) over gamma's dimensions.
+void rmsNorm(const char* op, const at::Tensor& x, const at::Tensor& gamma, double eps, double offset, at::Tensor y,
+             at::Tensor rstd) {
+  const auto dims = normDims(op, x, gamma);
+  const at::Tensor xf = wide(x);
+  const at::Tensor r = at::rsqrt(at::mean(xf * xf, dims, /*keepdim=*/true) + eps);
+  TORCH_CHECK(rstd.sizes() == r.sizes(), op, ": rstd must be ", r.sizes(), ", got ", rstd.sizes());
+  y.copy_(xf * r * (wide(gamma) + offset));
+  rstd.copy_(r);
+}
+
+// rotate(x): mode 0 ("half") cat(-x2, x1) of the last dimension's halves; 1 ("interleave") the pairs
+// (-x_odd, x_even). `transposed`: the adjoint map (for gradients).
+at::Tensor rotate(const at::Tensor& x, int64_t mode, bool transposed) {
+  const int64_t d = x.size(-1);
+  TORCH_CHECK(d % 2 == 0, "aclnnRotaryPositionEmbedding: the last dimension must be even, got ", d);
+  if (mode == 0) {
+    at::Tensor a = x.narrow(-1, 0, d / 2), b = x.narrow(-1, d / 2, d / 2);
+    return transposed ? at::cat({b, -a}, -1) : at::cat({-b, a}, -1);
+  }
+  TORCH_CHECK(mode == 1, "aclnnRotaryPositionEmbedding: mode must be 0 (half) or 1 (interleave), got ", mode);
+  auto pairs = x.unflatten(-1, {d / 2, 2});
+  at::Tensor even = pairs.select(-1, 0), odd = pairs.select(-1, 1);
+  return (transposed ? at::stack({odd, -even}, -1) : at::stack({-odd, even}, -1)).flatten(-2);
+}
+
+void checkRope(const char* op, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  TORCH_CHECK(cos.sizes() == sin.sizes(), op, ": cos and sin must have one shape, got ", cos.sizes(), " and ",
+              sin.sizes());
+  TORCH_CHECK(cos.dim() >= 1 && cos.dim() <= x.dim() && cos.size(-1) == x.size(-1), op, ": cos / sin ",
+              cos.sizes(), " must end in x's last dimension (x is ", x.sizes(), ")");
+  for (int64_t d = 1; d <= cos.dim(); ++d) {
+    TORCH_CHECK(cos.size(-d) == 1 || cos.size(-d) == x.size(-d), op, ": cos / sin ", cos.sizes(),
+                " do not broadcast to x ", x.sizes());
+  }
+}
+
+int64_t checkHalves(const char* op, const at::Tensor& x, int64_t dim) {
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  TORCH_CHECK(d >= 0 && d < x.dim(), op, ": dim ", dim, " is out of range for ", x.dim(), "-D input");
+  TORCH_CHECK(x.size(d) % 2 == 0, op, ": dimension ", dim, " (size ", x.size(d), ") must split into two halves");
+  return d;
+}
+
+std::vector<at::Tensor> halves(const char* op, const at::Tensor& x, int64_t dim) {
+  return wide(x).chunk(2, checkHalves(op, x, dim));
+}
+
+}  // namespace
+
+extern "C" NOP_API aclnnStatus aclnnRmsNormGetWorkspaceSize(const aclTensor* x, const aclTensor* gamma, double epsilon,
+                                                            aclTensor* yOut, aclTensor* rstdOut,
+                                                            uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnRmsNorm", workspaceSize, executor, [&] {
+    at::Tensor xt = requiredTensor(x, "x"), g = requiredTensor(gamma, "gamma");
+    at::Tensor y = requiredTensor(yOut, "yOut"), rstd = requiredTensor(rstdOut, "rstdOut");
+    normDims("aclnnRmsNorm", xt, g);
+    return Prepared{{xt, g}, [=] { rmsNorm("aclnnRmsNorm", xt, g, epsilon, 0.0, y, rstd); }, {y, rstd}};
+  });
+}
+NPU_ATEN_OP(RmsNorm, "x, gamma, epsilon, yOut, rstdOut");
+
+// Gemma's RMSNorm scales by (1 + gamma).
+extern "C" NOP_API aclnnStatus aclnnGemmaRmsNormGetWorkspaceSize(const aclTensor* x, const aclTensor* gamma,
+                                                                 double epsilon, aclTensor* yOut, aclTensor* rstdOut,
+                                                                 uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnGemmaRmsNorm", workspaceSize, executor, [&] {
+    at::Tensor xt = requiredTensor(x, "x"), g = requiredTensor(gamma, "gamma");
+    at::Tensor y = requiredTensor(yOut, "yOut"), rstd = requiredTensor(rstdOut, "rstdOut");
+    normDims("aclnnGemmaRmsNorm", xt, g);
+    return Prepared{{xt, g}, [=] { rmsNorm("aclnnGemmaRmsNorm", xt, g, epsilon, 1.0, y, rstd); }, {y, rstd}};
+  });
+}
+NPU_ATEN_OP(GemmaRmsNorm, "x, gamma, epsilon, yOut, rstdOut");
+
+// x = x1 + x2 (the residual stream, returned), then RMSNorm of it.
+extern "C" NOP_API aclnnStatus aclnnAddRmsNormGetWorkspaceSize(const aclTensor* x1, const aclTensor* x2,
+                                                               const aclTensor* gamma, double epsilon,
+                                                               aclTensor* yOut, aclTensor* rstdOut, aclTensor* xOut,
+                                                               uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnAddRmsNorm", workspaceSize, executor, [&] {
+    at::Tensor a = requiredTensor(x1, "x1"), b = requiredTensor(x2, "x2"), g = requiredTensor(gamma, "gamma");
+    at::Tensor y = requiredTensor(yOut, "yOut"), rstd = requiredTensor(rstdOut, "rstdOut");
+    at::Tensor sum = requiredTensor(xOut, "xOut");
+    TORCH_CHECK(a.sizes() == b.sizes(), "aclnnAddRmsNorm: x1 and x2 must have one shape, got ", a.sizes(), " and ",
+                b.sizes());
+    normDims("aclnnAddRmsNorm", a, g);
+    return Prepared{{a, b, g}, [=]() mutable {
+                      sum.copy_(wide(a) + wide(b));
+                      // Normalised as the residual stream is kept (rounded to its dtype), as on NPUs.
+                      rmsNorm("aclnnAddRmsNorm", sum, g, epsilon, 0.0, y, rstd);
+                    },
+                    {y, rstd, sum}};
+  });
+}
+NPU_ATEN_OP(AddRmsNorm, "x1, x2, gamma, epsilon, yOut, rstdOut, xOut");
+
+extern "C" NOP_API aclnnStatus aclnnRmsNormGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* x,
+                                                                const aclTensor* rstd, const aclTensor* gamma,
+                                                                aclTensor* dxOut, aclTensor* dgammaOut,
+                                                                uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnRmsNormGrad", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(dy, "dy"), xt = requiredTensor(x, "x"), r = requiredTensor(rstd, "rstd");
+    at::Tensor w = requiredTensor(gamma, "gamma");
+    at::Tensor dx = requiredTensor(dxOut, "dxOut"), dgamma = requiredTensor(dgammaOut, "dgammaOut");
+    const auto dims = normDims("aclnnRmsNormGrad", xt, w);
+    TORCH_CHECK(g.sizes() == xt.sizes(), "aclnnRmsNormGrad: dy must have x's shape ", xt.sizes(), ", got ",
+                g.sizes());
+    return Prepared{{g, xt, r, w}, [=]() mutable {
+                      const at::Tensor xf = wide(xt), gf = wide(g), rf = wide(r);
+                      const at::Tensor xhat = xf * rf;
+                      std::vector<int64_t> lead;
+                      for (int64_t d = 0; d < xt.dim() - w.dim(); ++d) lead.push_back(d);
+                      dgamma.copy_(lead.empty() ? gf * xhat : at::sum(gf * xhat, lead));
+                      const at::Tensor dxhat = gf * wide(w);
+                      dx.copy_(rf * (dxhat - xhat * at::mean(dxhat * xhat, dims, /*keepdim=*/true)));
+                    },
+                    {dx, dgamma}};
+  });
+}
+NPU_ATEN_OP(RmsNormGrad, "dy, x, rstd, gamma, dxOut, dgammaOut");
+
+// out = x * cos + rotate(x) * sin; with `rotate` (V2), rotate(x) = x @ rotate.
+static aclnnStatus rope(const char* op, const aclTensor* x, const aclTensor* cos, const aclTensor* sin, int64_t mode,
+                 const aclTensor* rotateMatrix, aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp(op, workspaceSize, executor, [&] {
+    at::Tensor xt = requiredTensor(x, "x"), c = requiredTensor(cos, "cos"), s = requiredTensor(sin, "sin");
+    at::Tensor r = hostTensor(rotateMatrix), o = requiredTensor(out, "out");
+    checkRope(op, xt, c, s);
+    if (r.defined()) {
+      TORCH_CHECK(r.dim() == 2 && r.size(0) == xt.size(-1) && r.size(1) == xt.size(-1), op,
+                  ": rotate must be a [D, D] matrix for D = ", xt.size(-1), ", got ", r.sizes());
+    } else {
+      TORCH_CHECK(mode == 0 || mode == 1, op, ": mode must be 0 (half) or 1 (interleave), got ", mode);
+    }
+    return Prepared{{xt, c, s, r}, [=]() mutable {
+                      const at::Tensor xf = wide(xt);
+                      const at::Tensor turned = r.defined() ? at::matmul(xf, wide(r)) : rotate(xf, mode, false);
+                      o.copy_(xf * wide(c) + turned * wide(s));
+                    },
+                    {o}};
+  });
+}
+
+extern "C" NOP_API aclnnStatus aclnnRotaryPositionEmbeddingGetWorkspaceSize(
+    const aclTensor* x, const aclTensor* cos, const aclTensor* sin, int64_t mode, aclTensor* out,
+    uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return rope("aclnnRotaryPositionEmbedding", x, cos, sin, mode, nullptr, out, workspaceSize, executor);
+}
+NPU_ATEN_OP(RotaryPositionEmbedding, "x, cos, sin, mode, out");
+
+extern "C" NOP_API aclnnStatus aclnnRotaryPositionEmbeddingV2GetWorkspaceSize(
+    const aclTensor* x, const aclTensor* cos, const aclTensor* sin, int64_t mode, const aclTensor* rotateOptional,
+    aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return rope("aclnnRotaryPositionEmbeddingV2", x, cos, sin, mode, rotateOptional, out, workspaceSize, executor);
+}
+NPU_ATEN_OP(RotaryPositionEmbeddingV2, "x, cos, sin, mode, rotateOptional, out");
+
+// dx = grad * cos + rotate^T(grad * sin); dcos / dsin summed to their (broadcast) shapes.
+extern "C" NOP_API aclnnStatus aclnnRotaryPositionEmbeddingGradGetWorkspaceSize(
+    const aclTensor* grad, const aclTensor* cos, const aclTensor* sin, const aclTensor* x, int64_t mode,
+    aclTensor* dxOut, aclTensor* dcosOut, aclTensor* dsinOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnRotaryPositionEmbeddingGrad", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(grad, "grad"), c = requiredTensor(cos, "cos"), s = requiredTensor(sin, "sin");
+    at::Tensor xt = requiredTensor(x, "x"), dx = requiredTensor(dxOut, "dxOut");
+    at::Tensor dc = hostTensor(dcosOut), ds = hostTensor(dsinOut);
+    checkRope("aclnnRotaryPositionEmbeddingGrad", xt, c, s);
+    TORCH_CHECK(mode == 0 || mode == 1, "aclnnRotaryPositionEmbeddingGrad: mode must be 0 (half) or 1 (interleave), got ",
+                mode);
+    return Prepared{{g, c, s, xt}, [=]() mutable {
+                      const at::Tensor gf = wide(g), xf = wide(xt);
+                      dx.copy_(gf * wide(c) + rotate(gf * wide(s), mode, true));
+                      if (dc.defined()) dc.copy_((gf * xf).sum_to_size(c.sizes()));
+                      if (ds.defined()) ds.copy_((gf * rotate(xf, mode, false)).sum_to_size(s.sizes()));
+                    },
+                    {dx, dc, ds}};
+  });
+}
+NPU_ATEN_OP(RotaryPositionEmbeddingGrad, "grad, cos, sin, x, mode, dxOut, dcosOut, dsinOut");
+
+// SwiGLU: silu(a) * b for the halves a, b of x along dim.
+extern "C" NOP_API aclnnStatus aclnnSwiGluGetWorkspaceSize(const aclTensor* x, int64_t dim, aclTensor* out,
+                                                           uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnSwiGlu", workspaceSize, executor, [&] {
+    at::Tensor xt = requiredTensor(x, "x"), o = requiredTensor(out, "out");
+    checkHalves("aclnnSwiGlu", xt, dim);
+    return Prepared{{xt}, [=]() mutable {
+                      auto h = halves("aclnnSwiGlu", xt, dim);
+                      o.copy_(at::silu(h[0]) * h[1]);
+                    },
+                    {o}};
+  });
+}
+NPU_ATEN_OP(SwiGlu, "x, dim, out");
+
+extern "C" NOP_API aclnnStatus aclnnSwiGluGradGetWorkspaceSize(const aclTensor* yGrad, const aclTensor* x, int64_t dim,
+                                                               aclTensor* out, uint64_t* workspaceSize,
+                                                               aclOpExecutor** executor) {
+  return prepareOp("aclnnSwiGluGrad", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(yGrad, "yGrad"), xt = requiredTensor(x, "x"), o = requiredTensor(out, "out");
+    checkHalves("aclnnSwiGluGrad", xt, dim);
+    return Prepared{{g, xt}, [=]() mutable {
+                      auto h = halves("aclnnSwiGluGrad", xt, dim);
+                      const at::Tensor &a = h[0], &b = h[1];
+                      const at::Tensor gf = wide(g), s = at::sigmoid(a);
+                      o.copy_(at::cat({gf * b * s * (1 + a * (1 - s)), gf * a * s}, dim));
+                    },
+                    {o}};
+  });
+}
+NPU_ATEN_OP(SwiGluGrad, "yGrad, x, dim, out");
+
+// FastGelu: x * sigmoid(1.702 x) (= x / (1 + exp(-1.702 |x|)) * exp(0.851 x (x - |x|))).
+extern "C" NOP_API aclnnStatus aclnnFastGeluGetWorkspaceSize(const aclTensor* self, aclTensor* out,
+                                                             uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnFastGelu", workspaceSize, executor, [&] {
+    at::Tensor x = requiredTensor(self, "self"), o = requiredTensor(out, "out");
+    return Prepared{{x}, [=]() mutable {
+                      const at::Tensor xf = wide(x);
+                      o.copy_(xf * at::sigmoid(xf * 1.702));
+                    },
+                    {o}};
+  });
+}
+NPU_ATEN_OP(FastGelu, "self, out");
+
+extern "C" NOP_API aclnnStatus aclnnFastGeluBackwardGetWorkspaceSize(const aclTensor* gradOutput,
+                                                                     const aclTensor* self, aclTensor* gradInput,
+                                                                     uint64_t* workspaceSize,
+                                                                     aclOpExecutor** executor) {
+  return prepareOp("aclnnFastGeluBackward", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(gradOutput, "gradOutput"), x = requiredTensor(self, "self");
+    at::Tensor o = requiredTensor(gradInput, "gradInput");
+    return Prepared{{g, x}, [=]() mutable {
+                      const at::Tensor xf = wide(x), s = at::sigmoid(xf * 1.702);
+                      o.copy_(wide(g) * (s + xf * 1.702 * s * (1 - s)));
+                    },
+                    {o}};
+  });
+}
+NPU_ATEN_OP(FastGeluBackward, "gradOutput, self, gradInput");
