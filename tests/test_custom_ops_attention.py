@@ -467,3 +467,19 @@ def test_bad_arguments():
         torch_npu.npu_fusion_attention(t, t, t, 4, "TND")
     with pytest.raises(RuntimeError, match="cumulative"):
         torch_npu.npu_fusion_attention(t, t, t, 4, "TND", actual_seq_qlen=[8, 4], actual_seq_kvlen=[8, 4])[0].cpu()
+
+
+def test_operands_made_just_before_are_read_when_the_kernel_runs():
+    # A float mask, a float16 bias and sinks produced by ops queued right before the attention: the
+    # attention converts them when it runs, after they are written.
+    q, k, v, _ = qkv(1, 2, 64, 64, 16, seed=26)
+    big = torch.randn(4096, 4096, device=NPU)
+    for _ in range(3):
+        big = big @ big / 64  # queued work ahead of the operands
+    mask_npu = torch.ones(64, 64, device=NPU).triu(1) * 1.0
+    pse_npu = (torch.arange(64.0, device=NPU).view(1, 1, 1, 64) / 64).expand(1, 2, 64, 64).half()
+    sink_npu = torch.linspace(-1, 1, 2, device=NPU) * 2
+    out = torch_npu.npu_fusion_attention(q.npu(), k.npu(), v.npu(), 2, "BNSD", atten_mask=mask_npu, pse=pse_npu,
+                                         sink=sink_npu, scale=0.3)[0]
+    expected = reference(q, k, v, 0.3, masked=band(64, 64, 0, 10 ** 9, 0), pse=pse_npu.cpu(), sink=torch.tensor([-2.0, 2.0]))
+    check(out, expected)

@@ -81,7 +81,10 @@ aclnnStatus forward(const char* op, const ForwardIo& io, uint64_t* workspaceSize
     // innerPrecise: the software NPU always accumulates in float32, the most precise of its modes.
     const at::Tensor q = a.q, k = a.k, v = a.v;
     return Prepared{{q, k, v, a.pse, a.mask, a.sink},
-                    [=]() { flashAttentionForward(setup->problem, q, k, v, out, smax, ssum, setup->stats); },
+                    [=]() {
+                      bind(*setup);
+                      flashAttentionForward(setup->problem, q, k, v, out, smax, ssum, setup->stats);
+                    },
                     {out, smax, ssum}};
   });
 }
@@ -133,6 +136,7 @@ aclnnStatus backward(const char* op, const BackwardIo& io, uint64_t* workspaceSi
                     [=]() mutable {
                       // The bias gradient accumulates in float32 over every (batch, head) and row the
                       // bias covers, then sums over the dimensions it broadcasts.
+                      bind(*setup);
                       at::Tensor work;
                       AttentionProblem& p = setup->problem;
                       if (dpse.defined()) {

@@ -224,22 +224,18 @@ Setup setUp(const Args& a) {
   }
   const bool full_mask = mode == 0 || mode == 1 || mode == 5;
   if (masked && full_mask) {
-    at::Tensor mask = a.mask.scalar_type() == at::kBool || a.mask.scalar_type() == at::kByte ? a.mask : a.mask.ne(0);
+    const at::Tensor& mask = a.mask;
     const int64_t max_q = *std::max_element(s.q_len.begin(), s.q_len.end());
     const int64_t max_kv = *std::max_element(s.kv_len.begin(), s.kv_len.end());
     TORCH_CHECK(mask.dim() == 2 || mask.dim() == 4, op,
                 ": atten_mask must be [Sq, Skv], [B, 1, Sq, Skv] or [B, N, Sq, Skv], got ", mask.sizes());
     TORCH_CHECK(mask.size(-2) >= max_q && mask.size(-1) >= max_kv, op, ": atten_mask ", mask.sizes(),
                 " is smaller than the scores (", max_q, " x ", max_kv, ")");
-    m.explicit_mask = mask;
-    m.mask_i = mask.stride(-2);
-    m.mask_j = mask.stride(-1);
     if (mask.dim() == 4) {
       TORCH_CHECK((mask.size(0) == 1 || mask.size(0) == s.batch) && (mask.size(1) == 1 || mask.size(1) == s.q_heads),
                   op, ": atten_mask ", mask.sizes(), " does not match batch ", s.batch, " and heads ", s.q_heads);
-      m.mask_b = mask.size(0) == 1 ? 0 : mask.stride(0);
-      m.mask_n = mask.size(1) == 1 ? 0 : mask.stride(1);
     }
+    m.explicit_mask = mask;  // bound (as bytes) when the kernel runs: bind()
   }
 
   if (a.pse.defined()) {
@@ -253,12 +249,7 @@ Setup setUp(const Args& a) {
     const bool compressed = pse.size(2) == 1024 && max_q > 1024;
     TORCH_CHECK(pse.size(2) == max_q || pse.size(2) == 1 || compressed, op, ": pse has ", pse.size(2), " rows for ",
                 max_q, " queries (give Sq rows, 1 row to broadcast, or the compressed alibi form of 1024 rows)");
-    setup.pse_float = pse.scalar_type() == at::kFloat ? pse : pse.to(at::kFloat);
-    p.pse = setup.pse_float;
-    p.pse_b = pse.size(0) == 1 ? 0 : p.pse.stride(0);
-    p.pse_n = pse.size(1) == 1 ? 0 : p.pse.stride(1);
-    p.pse_i = pse.size(2) == 1 ? 0 : p.pse.stride(2);
-    p.pse_j = p.pse.stride(3);
+    p.pse = pse;  // bound (as float32) when the kernel runs: bind()
     p.pse_rows = compressed ? 1024 : 0;
     setup.pse_rows_full = compressed ? 1024 : max_q;
     TORCH_CHECK(a.pse_type == 0 || a.pse_type == 1, op, ": pse_type must be 0 (pse added after scaling) or 1 ",
@@ -269,8 +260,7 @@ Setup setUp(const Args& a) {
   if (a.sink.defined()) {
     TORCH_CHECK(a.sink.dim() == 1 && a.sink.size(0) == s.q_heads, op, ": sink must be [head_num] (", s.q_heads,
                 "), got ", a.sink.sizes());
-    setup.sink_float = a.sink.to(at::kFloat).contiguous();
-    p.sink = setup.sink_float.const_data_ptr<float>();
+    setup.sink_src = a.sink;  // bound (as float32) when the kernel runs: bind()
   }
 
   if (a.keep_prob < 1.0) {
@@ -308,6 +298,34 @@ Setup setUp(const Args& a) {
     for (int64_t b = 0; b < s.batch; ++b) st.batch_offset.push_back(b * s.q_heads * s.q_pad * lanes);
   }
   return setup;
+}
+
+void bind(Setup& setup) {
+  AttentionProblem& p = setup.problem;
+  MaskRule& m = p.mask;
+  if (m.explicit_mask.defined()) {
+    const at::Tensor& given = m.explicit_mask;
+    const at::Tensor mask = given.scalar_type() == at::kBool || given.scalar_type() == at::kByte ? given : given.ne(0);
+    m.explicit_mask = mask;
+    m.mask_i = mask.stride(-2);
+    m.mask_j = mask.stride(-1);
+    if (mask.dim() == 4) {
+      m.mask_b = mask.size(0) == 1 ? 0 : mask.stride(0);
+      m.mask_n = mask.size(1) == 1 ? 0 : mask.stride(1);
+    }
+  }
+  if (p.pse.defined()) {
+    const at::Tensor pse = p.pse.scalar_type() == at::kFloat ? p.pse : p.pse.to(at::kFloat);
+    p.pse = pse;
+    p.pse_b = pse.size(0) == 1 ? 0 : pse.stride(0);
+    p.pse_n = pse.size(1) == 1 ? 0 : pse.stride(1);
+    p.pse_i = pse.size(2) == 1 ? 0 : pse.stride(2);
+    p.pse_j = pse.stride(3);
+  }
+  if (setup.sink_src.defined()) {
+    setup.sink_float = setup.sink_src.to(at::kFloat).contiguous();
+    p.sink = setup.sink_float.const_data_ptr<float>();
+  }
 }
 
 RowLayout outputRows(const Setup& setup, const at::Tensor& q, const at::Tensor& out, const char* what) {

@@ -41,12 +41,15 @@ struct Setup {
   StatsLayout stats;
   Shapes shapes;
   std::string layout;
-  at::Tensor pse_float;  // the bias in float32, when given in another dtype
-  at::Tensor sink_float;
+  at::Tensor sink_src, sink_float;
   int64_t pse_rows_full = 0;  // rows of the bias gradient's work buffer
 };
 
 Setup setUp(const Args& a);
+
+// When the kernel runs (not before: earlier work on the stream may still write them): reads the
+// mask, bias and sinks in the forms the kernel takes (bytes, float32).
+void bind(Setup& setup);
 
 // The output's (and the output gradient's) row layout: the query's sizes with the value's head size.
 RowLayout outputRows(const Setup& setup, const at::Tensor& q, const at::Tensor& out, const char* what);
