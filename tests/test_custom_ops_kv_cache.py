@@ -18,7 +18,7 @@ def nz_rows(cache):
 @pytest.mark.parametrize("mode", ["Norm", "PA_NZ"])
 def test_scatter_then_gather_round_trip(mode):
     g = torch.Generator().manual_seed(0)
-    blocks, bs, n, d = 6, 4, 2, 8
+    blocks, bs, n, d = 6, 4, 2, 16  # NZ: two groups of 16 per token
     tokens = 9
     key, value = torch.randn(tokens, n, d, generator=g), torch.randn(tokens, n, d, generator=g)
     slots = torch.randperm(blocks * bs, generator=g)[:tokens]

@@ -4,6 +4,8 @@
 // fractal layout: hidden values in groups of C per token).
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/tensor.h>
+#include <ATen/ops/index.h>
+#include <ATen/ops/index_put.h>
 
 #include <string>
 
@@ -32,13 +34,22 @@ CacheView cacheView(const char* op, const at::Tensor& cache, const std::string& 
   return v;
 }
 
-// The cache rows of token slots as a [slots, hidden] view of the same memory.
-at::Tensor tokenRows(const at::Tensor& cache, const CacheView& v) {
-  if (v.nz) {
-    // [blocks, H / C, bs, C] -> [blocks, bs, H / C, C] -> [blocks * bs, H]
-    return cache.permute({0, 2, 1, 3}).flatten(2).flatten(0, 1);
-  }
-  return cache.flatten(2).flatten(0, 1);
+// The cache as [blocks, block_size, G, C] over its own memory (NZ: the C-value groups of a token's G * C
+// hidden values; Norm: one group of all of them), so that slots read and write in place.
+at::Tensor slotView(const at::Tensor& cache, const CacheView& v) {
+  return v.nz ? cache.permute({0, 2, 1, 3}) : cache.flatten(2).unsqueeze(2);
+}
+
+// values [T, H] into the slots [T] (non-negative, in range).
+void putRows(at::Tensor& cache, const CacheView& v, const at::Tensor& slots, const at::Tensor& values) {
+  at::Tensor view = slotView(cache, v);
+  view.index_put_({slots.div(v.block_size, "floor"), slots.remainder(v.block_size)},
+                  values.reshape({values.size(0), view.size(2), view.size(3)}));
+}
+
+// The rows [T, H] of slots [T].
+at::Tensor takeRows(const at::Tensor& cache, const CacheView& v, const at::Tensor& slots) {
+  return slotView(cache, v).index({slots.div(v.block_size, "floor"), slots.remainder(v.block_size)}).flatten(1);
 }
 
 }  // namespace
@@ -80,9 +91,8 @@ extern "C" NOP_API aclnnStatus aclnnScatterPaKvCacheGetWorkspaceSize(
                         TORCH_CHECK(top < capacity, op, ": slot ", top, " is past the cache's ", capacity, " slots");
                       }
                       const at::Tensor rows = keep.nonzero().squeeze(1);
-                      at::Tensor krows = tokenRows(kc, kv), vrows = tokenRows(vc, vv);
-                      krows.index_copy_(0, where, k.flatten(1).index_select(0, rows));
-                      vrows.index_copy_(0, where, v.flatten(1).index_select(0, rows));
+                      putRows(kc, kv, where, k.flatten(1).index_select(0, rows));
+                      putRows(vc, vv, where, v.flatten(1).index_select(0, rows));
                     },
                     {kc, vc}};
   });
@@ -137,7 +147,7 @@ extern "C" NOP_API aclnnStatus aclnnGatherPaKvCacheGetWorkspaceSize(
                       const at::Tensor picked = slot_t.clamp_min(0);
                       auto fill = [&](at::Tensor out, const at::Tensor& cache, const CacheView& view) {
                         at::Tensor rows = out.flatten(1).narrow(0, 0, slot_t.numel());
-                        rows.copy_(tokenRows(cache, view).index_select(0, picked).masked_fill_(valid.logical_not().unsqueeze(1), 0));
+                        rows.copy_(takeRows(cache, view, picked).masked_fill_(valid.logical_not().unsqueeze(1), 0));
                       };
                       fill(k, kc, kv);
                       fill(v, vc, vv);
