@@ -154,3 +154,44 @@ def test_device_ops_are_named():
     torch_npu.npu_gemma_rms_norm(x.detach(), g.detach())
     torch.npu.synchronize()
     assert [count(n) - b for n, b in zip(names, before)] == [1] * len(names)
+
+
+def geglu_reference(x, dim, approximate, activate_left):
+    a, b = x.float().chunk(2, dim)
+    act, other = (a, b) if activate_left else (b, a)
+    gelu = torch.nn.functional.gelu(act, approximate="tanh" if approximate == 1 else "none")
+    return gelu * other, gelu
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate,activate_left", [(1, False), (0, True)])
+def test_geglu_and_gradient(dtype, approximate, activate_left):
+    x = torch.randn(3, 4, 12)
+    for dim in (-1, 1):
+        compare(lambda a: torch_npu.npu_geglu(a, dim, approximate, activate_left)[0],
+                lambda a: geglu_reference(a, dim, approximate, activate_left)[0], [x], dtype)
+    out, gelu = torch_npu.npu_geglu(x.to(dtype).npu(), -1, approximate, activate_left)
+    check(gelu, geglu_reference(x.to(dtype), -1, approximate, activate_left)[1], dtype)
+    assert torch.ops.npu.npu_geglu(torch.empty(2, 8, device="meta"))[0].shape == (2, 4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gelu_and_scaled_masked_softmax_on_device_ops(dtype):
+    x = torch.randn(2, 3, 6, 6) * 3
+    for approximate in ("none", "tanh"):
+        compare(lambda a: torch_npu.npu_gelu(a, approximate=approximate),
+                lambda a: torch.nn.functional.gelu(a, approximate=approximate), [x], dtype)
+    mask = torch.rand(2, 1, 6, 6) < 0.3
+    compare(lambda a: torch_npu.npu_scaled_masked_softmax(a, mask.npu(), 0.5),
+            lambda a: ref.scaled_masked_softmax(a, mask, 0.5), [x], dtype)
+    compare(lambda a: torch_npu.npu_scaled_masked_softmax(a, mask.npu(), 0.5, True),
+            lambda a: ref.scaled_masked_softmax(a, mask, 0.5, True), [x], dtype)
+    count = lambda name: torch.npu.op_stats().get(name, {}).get("device_op", 0)  # noqa: E731
+    names = ["aclnnGelu", "aclnnScaledMaskedSoftmax", "aclnnScaledMaskedSoftmaxBackward", "aclnnGeGluV3",
+             "aclnnGeGluV3Backward"]
+    before = [count(n) for n in names]
+    t = torch.randn(2, 4, 4, device=NPU, requires_grad=True)
+    y = torch_npu.npu_scaled_masked_softmax(torch_npu.npu_gelu(t), (torch.rand(2, 4, 4) < 0.2).npu(), 0.5)
+    torch_npu.npu_geglu(y)[0].sum().backward()
+    torch.npu.synchronize()
+    assert [count(n) - b for n, b in zip(names, before)] == [1, 1, 1, 1, 1]

@@ -1,5 +1,6 @@
 // LinearSoftmaxKernelNpu.cpp - npu_linear and npu_scaled_masked_softmax with their backward kernels;
 // npu_softmax_cross_entropy_with_logits.
+#include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/matmul.h>
@@ -10,6 +11,7 @@
 
 #include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
+#include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
 
@@ -28,31 +30,42 @@ std::tuple<at::Tensor, at::Tensor> npu_linear_backward(const at::Tensor& grad, c
 }
 
 namespace {
-// True where a score is masked out: the given mask, or the strict upper triangle (future positions).
-at::Tensor effectiveMask(const at::Tensor& x, const at::Tensor& mask, bool fixed_triu_mask) {
-  if (fixed_triu_mask) {
-    const int64_t s1 = x.size(-2), s2 = x.size(-1);
-    return at::triu(at::ones({s1, s2}, x.options().dtype(at::kBool)), 1);
-  }
-  TORCH_CHECK_VALUE(mask.scalar_type() == at::kBool || mask.scalar_type() == at::kByte,
+void checkSoftmaxMask(const at::Tensor& x, const at::Tensor& mask, bool fixed_triu_mask) {
+  TORCH_CHECK_VALUE(x.dim() >= 2, "npu_scaled_masked_softmax: x must be at least 2-D, got ", x.sizes());
+  TORCH_CHECK_VALUE(fixed_triu_mask || mask.scalar_type() == at::kBool || mask.scalar_type() == at::kByte,
                     "npu_scaled_masked_softmax: mask must be bool (True = masked out), got ", mask.scalar_type());
-  return mask.to(at::kBool);
 }
 }  // namespace
 
+// softmax(x * scale, masked) on aclnnScaledMaskedSoftmax; the mask broadcasts to x (or, with
+// fixed_triu_mask, is the strict upper triangle).
 at::Tensor npu_scaled_masked_softmax(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& scale,
                                      bool fixed_triu_mask) {
-  at::Tensor masked = effectiveMask(x, mask, fixed_triu_mask);
-  // A large finite fill keeps fully masked rows finite (uniform), like the device kernel.
-  at::Tensor scores = (x.to(at::kFloat) * scale).masked_fill(masked, -10000.0);
-  return at::softmax(scores, -1).to(x.scalar_type());
+  checkSoftmaxMask(x, mask, fixed_triu_mask);
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  const double s = scale.toDouble();
+  EXEC_NPU_CMD(aclnnScaledMaskedSoftmax, x, mask, s, fixed_triu_mask, out);
+  return out;
+}
+
+at::Tensor npu_scaled_masked_softmax_meta(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& scale,
+                                          bool fixed_triu_mask) {
+  checkSoftmaxMask(x, mask, fixed_triu_mask);
+  return at::empty(x.sizes(), x.options());
 }
 
 at::Tensor npu_scaled_masked_softmax_backward(const at::Tensor& y_grad, const at::Tensor& y, const at::Tensor& mask,
                                               const at::Scalar& scale, bool fixed_triu_mask) {
-  at::Tensor g = y_grad.to(at::kFloat), p = y.to(at::kFloat);
-  at::Tensor dx = (g - at::sum(g * p, {-1}, /*keepdim=*/true)) * p * scale;
-  return dx.masked_fill(effectiveMask(y, mask, fixed_triu_mask), 0.0).to(y_grad.scalar_type());
+  at::Tensor out = at::empty(y.sizes(), y_grad.options());
+  const double s = scale.toDouble();
+  EXEC_NPU_CMD(aclnnScaledMaskedSoftmaxBackward, y_grad, y, mask, s, fixed_triu_mask, out);
+  return out;
+}
+
+at::Tensor npu_scaled_masked_softmax_backward_meta(const at::Tensor& y_grad, const at::Tensor& y,
+                                                   const at::Tensor& mask, const at::Scalar& scale,
+                                                   bool fixed_triu_mask) {
+  return at::empty(y.sizes(), y_grad.options());
 }
 
 // Per-row loss -sum(labels * log_softmax(features)) over the last dim (labels are probabilities).

@@ -1,8 +1,13 @@
 // NormRopeOps.cpp - the LLM layers' fused device ops: RMSNorm (plain, Gemma's 1 + gamma, with a
-// residual add) and its gradient, rotary position embedding and its gradient, SwiGLU and FastGelu
-// with their gradients. Float16 / bfloat16 compute in float32 and round once, as NPUs do.
+// residual add) and its gradient, rotary position embedding and its gradient, SwiGLU, GeGLU, FastGelu
+// and the scaled masked softmax with their gradients. Float16 / bfloat16 compute in float32 and round
+// once, as NPUs do.
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/gelu_backward.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/softmax.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/rsqrt.h>
@@ -269,3 +274,96 @@ extern "C" NOP_API aclnnStatus aclnnFastGeluBackwardGetWorkspaceSize(const aclTe
   });
 }
 NPU_ATEN_OP(FastGeluBackward, "gradOutput, self, gradInput");
+
+// GeGLU: gelu(one half of x along dim) * the other half (activateLeft: the first half is activated);
+// the activated half's gelu is returned too, for the backward.
+extern "C" NOP_API aclnnStatus aclnnGeGluV3GetWorkspaceSize(const aclTensor* self, int64_t dim, int64_t approximate,
+                                                            bool activateLeft, aclTensor* out, aclTensor* outGelu,
+                                                            uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnGeGluV3", workspaceSize, executor, [&] {
+    at::Tensor x = requiredTensor(self, "self"), o = requiredTensor(out, "out"), og = requiredTensor(outGelu, "outGelu");
+    checkHalves("aclnnGeGluV3", x, dim);
+    TORCH_CHECK(approximate == 0 || approximate == 1, "aclnnGeGluV3: approximate must be 0 (none) or 1 (tanh), got ",
+                approximate);
+    return Prepared{{x}, [=]() mutable {
+                      auto h = halves("aclnnGeGluV3", x, dim);
+                      const at::Tensor& act = activateLeft ? h[0] : h[1];
+                      const at::Tensor& other = activateLeft ? h[1] : h[0];
+                      const at::Tensor gelu = at::gelu(act, approximate == 1 ? "tanh" : "none");
+                      og.copy_(gelu);
+                      o.copy_(gelu * other);
+                    },
+                    {o, og}};
+  });
+}
+NPU_ATEN_OP(GeGluV3, "self, dim, approximate, activateLeft, out, outGelu");
+
+extern "C" NOP_API aclnnStatus aclnnGeGluV3BackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                                    const aclTensor* gelu, int64_t dim,
+                                                                    int64_t approximate, bool activateLeft,
+                                                                    aclTensor* gradInput, uint64_t* workspaceSize,
+                                                                    aclOpExecutor** executor) {
+  return prepareOp("aclnnGeGluV3Backward", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(gradOutput, "gradOutput"), x = requiredTensor(self, "self");
+    at::Tensor ge = requiredTensor(gelu, "gelu"), gi = requiredTensor(gradInput, "gradInput");
+    const int64_t d = checkHalves("aclnnGeGluV3Backward", x, dim);
+    return Prepared{{g, x, ge}, [=]() mutable {
+                      auto h = halves("aclnnGeGluV3Backward", x, dim);
+                      const at::Tensor& act = activateLeft ? h[0] : h[1];
+                      const at::Tensor& other = activateLeft ? h[1] : h[0];
+                      const at::Tensor gf = wide(g);
+                      const at::Tensor d_act =
+                          at::gelu_backward(gf * other, act, approximate == 1 ? "tanh" : "none");
+                      const at::Tensor d_other = gf * wide(ge);
+                      gi.copy_(activateLeft ? at::cat({d_act, d_other}, d) : at::cat({d_other, d_act}, d));
+                    },
+                    {gi}};
+  });
+}
+NPU_ATEN_OP(GeGluV3Backward, "gradOutput, self, gelu, dim, approximate, activateLeft, gradInput");
+
+// softmax(x * scale, masked positions filled with -10000) over the last dimension; fixedTriuMask: the
+// strict upper triangle is the mask (mask is not read).
+static at::Tensor softmaxMask(const at::Tensor& x, const at::Tensor& mask, bool fixed_triu_mask) {
+  if (fixed_triu_mask) {
+    return at::ones({x.size(-2), x.size(-1)}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  }
+  return mask.to(at::kBool);
+}
+
+extern "C" NOP_API aclnnStatus aclnnScaledMaskedSoftmaxGetWorkspaceSize(const aclTensor* x, const aclTensor* mask,
+                                                                        double scale, bool fixedTriuMask,
+                                                                        aclTensor* out, uint64_t* workspaceSize,
+                                                                        aclOpExecutor** executor) {
+  return prepareOp("aclnnScaledMaskedSoftmax", workspaceSize, executor, [&] {
+    at::Tensor xt = requiredTensor(x, "x"), m = hostTensor(mask), o = requiredTensor(out, "out");
+    TORCH_CHECK(xt.dim() >= 2, "aclnnScaledMaskedSoftmax: x must be at least 2-D, got ", xt.sizes());
+    TORCH_CHECK(fixedTriuMask || (m.defined() && (m.scalar_type() == at::kBool || m.scalar_type() == at::kByte)),
+                "aclnnScaledMaskedSoftmax: mask must be bool (True = masked out) unless fixed_triu_mask is set");
+    return Prepared{{xt, m}, [=]() mutable {
+                      // A large finite fill keeps fully masked rows finite (uniform), as NPUs do.
+                      const at::Tensor scores = (wide(xt) * scale).masked_fill(softmaxMask(xt, m, fixedTriuMask), -10000.0);
+                      o.copy_(at::softmax(scores, -1));
+                    },
+                    {o}};
+  });
+}
+NPU_ATEN_OP(ScaledMaskedSoftmax, "x, mask, scale, fixedTriuMask, out");
+
+extern "C" NOP_API aclnnStatus aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* y, const aclTensor* mask, double scale, bool fixedTriuMask,
+    aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnScaledMaskedSoftmaxBackward", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(gradOutput, "gradOutput"), yt = requiredTensor(y, "y"), m = hostTensor(mask);
+    at::Tensor o = requiredTensor(out, "out");
+    TORCH_CHECK(fixedTriuMask || m.defined(), "aclnnScaledMaskedSoftmaxBackward: mask is required unless ",
+                "fixed_triu_mask is set");
+    return Prepared{{g, yt, m}, [=]() mutable {
+                      const at::Tensor gf = wide(g), p = wide(yt);
+                      const at::Tensor dx = (gf - at::sum(gf * p, {-1}, /*keepdim=*/true)) * p * scale;
+                      o.copy_(dx.masked_fill(softmaxMask(yt, m, fixedTriuMask), 0.0));
+                    },
+                    {o}};
+  });
+}
+NPU_ATEN_OP(ScaledMaskedSoftmaxBackward, "gradOutput, y, mask, scale, fixedTriuMask, out");

@@ -1,5 +1,6 @@
-// SwigluKernelNpu.cpp - npu_swiglu (silu(a) * b of x's two halves along dim) and its backward on the
-// aclnnSwiGlu / aclnnSwiGluGrad device ops, and npu_fast_gelu on aclnnFastGelu / aclnnFastGeluBackward.
+// SwigluKernelNpu.cpp - the gated and fast activations: npu_swiglu (silu(a) * b of x's two halves along dim)
+// on aclnnSwiGlu / aclnnSwiGluGrad, npu_geglu (gelu of one half times the other) on aclnnGeGluV3(Backward),
+// and npu_fast_gelu on aclnnFastGelu / aclnnFastGeluBackward.
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 
@@ -12,9 +13,9 @@ namespace {
 // The output shape of a SwiGLU: x's with dimension `dim` halved.
 std::vector<int64_t> halvedShape(const at::Tensor& self, int64_t dim) {
   const int64_t d = dim < 0 ? dim + self.dim() : dim;
-  TORCH_CHECK_VALUE(d >= 0 && d < self.dim(), "npu_swiglu: dim ", dim, " is out of range for a ", self.dim(),
+  TORCH_CHECK_VALUE(d >= 0 && d < self.dim(), "npu_swiglu / npu_geglu: dim ", dim, " is out of range for a ", self.dim(),
                     "-D input");
-  TORCH_CHECK_VALUE(self.size(d) % 2 == 0, "npu_swiglu: dimension ", dim, " (size ", self.size(d),
+  TORCH_CHECK_VALUE(self.size(d) % 2 == 0, "npu_swiglu / npu_geglu: dimension ", dim, " (size ", self.size(d),
                     ") must split into two equal halves");
   std::vector<int64_t> shape = self.sizes().vec();
   shape[d] /= 2;
@@ -63,6 +64,34 @@ at::Tensor npu_fast_gelu_backward(const at::Tensor& grad, const at::Tensor& self
 }
 
 at::Tensor npu_fast_gelu_backward_meta(const at::Tensor& grad, const at::Tensor& self) {
+  return at::empty(self.sizes(), self.options());
+}
+
+std::tuple<at::Tensor, at::Tensor> npu_geglu(const at::Tensor& self, int64_t dim, int64_t approximate,
+                                             bool activate_left) {
+  const auto shape = halvedShape(self, dim);
+  at::Tensor out = at::empty(shape, self.options()), gelu = at::empty(shape, self.options());
+  EXEC_NPU_CMD(aclnnGeGluV3, self, dim, approximate, activate_left, out, gelu);
+  return {out, gelu};
+}
+
+std::tuple<at::Tensor, at::Tensor> npu_geglu_meta(const at::Tensor& self, int64_t dim, int64_t approximate,
+                                                  bool activate_left) {
+  const auto shape = halvedShape(self, dim);
+  return {at::empty(shape, self.options()), at::empty(shape, self.options())};
+}
+
+at::Tensor npu_geglu_grad(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& gelu, int64_t dim,
+                          int64_t approximate, bool activate_left) {
+  halvedShape(self, dim);
+  at::Tensor grad_input = at::empty(self.sizes(), self.options());
+  EXEC_NPU_CMD(aclnnGeGluV3Backward, grad_output, self, gelu, dim, approximate, activate_left, grad_input);
+  return grad_input;
+}
+
+at::Tensor npu_geglu_grad_meta(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& gelu,
+                               int64_t dim, int64_t approximate, bool activate_left) {
+  halvedShape(self, dim);
   return at::empty(self.sizes(), self.options());
 }
 
