@@ -66,7 +66,7 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
     differentiable = d.output_differentiability or [True] * n_out
     differentiable = [bool(x) and t for x, t in zip(differentiable, out_is_tensor)]
 
-    cls = _class_name(c.name)
+    cls = _class_name(c.cpp_name)
     params = ", ".join(f"{a.type} {a.name}" for a in cpp_args)
     call_args = ", ".join(a.name for a in cpp_args)
     # Integer outputs bypass the Function (a pointer argument): as tensors they would turn into
@@ -76,7 +76,7 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
          "                                                std::vector<int64_t>* int_outputs) {",
          "    at::Tensor undefined;", "    torch::autograd::variable_list outputs;", "    {",
          "      at::AutoDispatchBelowADInplaceOrView below_autograd;",
-         f"      auto result = at_npu::ops::{c.name}({call_args});"]
+         f"      auto result = at_npu::ops::{c.cpp_name}({call_args});"]
     if n_out == 1:
         L.append("      outputs.push_back(result);")
     else:
@@ -168,13 +168,13 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
 
     # The AutogradPrivateUse1 kernel: same signature as the op.
     tensor_args = [a.name for a in args if is_tensor_type(a.type) or is_optional_tensor_type(a.type)]
-    L.append(native_signature(schema, c.name + "_autograd") + " {")
+    L.append(native_signature(schema, c.cpp_name + "_autograd") + " {")
     # Nothing to record when no input needs a gradient: run the op directly.
     needs = " || ".join(f"{n}.requires_grad()" if is_tensor_type(args[index[n]].type)
                         else f"({n}.has_value() && {n}->requires_grad())" for n in tensor_args) or "false"
     L += ["  if (!at::GradMode::is_enabled() || !(" + needs + ")) {",
           "    at::AutoDispatchBelowADInplaceOrView below_autograd;",
-          f"    return at_npu::ops::{c.name}({call_args});", "  }",
+          f"    return at_npu::ops::{c.cpp_name}({call_args});", "  }",
           "  std::vector<int64_t> int_outputs;",
           f"  auto outputs = {cls}::apply({call_args}, &int_outputs);"]
     if n_out == 1:
@@ -209,6 +209,6 @@ def gen_autograd(cfg: Config, src: str, deriv_path: str) -> str:
         out += _gen_function(c, cfg, deriv_path)
     out += ["}  // namespace", "", "TORCH_LIBRARY_IMPL(npu, AutogradPrivateUse1, m) {"]
     for c in ops:
-        out.append(f'  m.impl("{c.name}", TORCH_FN({c.name}_autograd));')
+        out.append(f'  m.impl("{c.op_name}", TORCH_FN({c.cpp_name}_autograd));')
     out += ["}", "", "}  // namespace at_npu::autograd", ""]
     return "\n".join(out)

@@ -68,7 +68,7 @@ def check_adapters(cfg: Config, source_root: str) -> None:
                 f"(signature: {native_signature(e.schema, e.impl, e.const_mutable_refs, ilistref=e.ilistref)}), give the existing one "
                 "with `impl:`, or route the op to the generic executor with `generic: true`.")
     for c in cfg.custom:
-        for fn in [c.name] + ([c.meta] if c.meta else []):
+        for fn in [c.cpp_name] + ([c.meta] if c.meta else []):
             if not defined(fn):
                 raise CodegenError(
                     f"{cfg_path}:{c.line}: custom entry '{c.name}': no adapter defines {cfg.cpp_namespace}::{fn}(...); "
@@ -100,7 +100,7 @@ def gen_custom_declarations(cfg: Config, src: str) -> str:
     names a separate one."""
     body = []
     for c in cfg.custom:
-        body.append(native_signature(c.schema, c.name) + ";")
+        body.append(native_signature(c.schema, c.cpp_name) + ";")
         if c.meta:
             body.append(native_signature(c.schema, c.meta) + ";")
     return _decl_header(cfg, src, "torch_npu's ops (torch.ops.npu.*)", body)
@@ -114,9 +114,9 @@ def gen_ops_header(cfg: Config, src: str) -> str:
     for c in cfg.custom:
         args = ", ".join(a.name for a in native_arguments(c.schema))
         lines += [
-            f"inline {native_signature(c.schema, c.name, defaults=True)} {{",
+            f"inline {native_signature(c.schema, c.cpp_name, defaults=True)} {{",
             "  static auto op = c10::Dispatcher::singleton()",
-            f"      .findSchemaOrThrow(\"npu::{c.name}\", \"\")",
+            f"      .findSchemaOrThrow(\"npu::{c.name}\", \"{c.overload}\")",
             f"      .typed<{dispatcher_type(c.schema)}>();",
             f"  return op.call({args});",
             "}", ""]
@@ -148,10 +148,10 @@ def gen_registrations(cfg: Config, src: str) -> str:
         out.append(f'  m.def("{_schema_string(c)}");')
     out += ["}", "", "TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) {"]
     for c in cfg.custom:
-        out.append(f'  m.impl("{c.name}", TORCH_FN({c.name}));')
+        out.append(f'  m.impl("{c.op_name}", TORCH_FN({c.cpp_name}));')
     out += ["}", "", "// Shapes and dtypes for torch.compile (FakeTensor) and meta tensors.",
             "TORCH_LIBRARY_IMPL(npu, Meta, m) {"]
     for c in cfg.custom:
-        out.append(f'  m.impl("{c.name}", TORCH_FN({c.meta or c.name}));')
+        out.append(f'  m.impl("{c.op_name}", TORCH_FN({c.meta or c.cpp_name}));')
     out += ["}", "", f"}}  // namespace {ns}", ""]
     return "\n".join(out)

@@ -27,8 +27,8 @@ def gen_python(cfg: Config, src: str) -> str:
                 params.append(a.name if a.default is None else f"{a.name}={_py_default(a.default)}")
                 call.append(f"{a.name}={a.name}")
         out += [f"def {c.name}({', '.join(params)}):",
-                f'    """torch.ops.npu.{c.name}: {c.schema}"""',
-                f"    return torch.ops.npu.{c.name}({', '.join(call)})", "", ""]
+                f'    """torch.ops.npu.{c.op_name}: {c.schema}"""',
+                f"    return torch.ops.npu.{c.op_name}({', '.join(call)})", "", ""]
     methods = [c.name for c in cfg.custom if "method" in c.variants]
     out += ["# Tensor methods for ops with `variants: method`.", f"TENSOR_METHODS = {methods!r}", "", "",
             "def install_tensor_methods() -> None:",

@@ -59,7 +59,22 @@ class CustomEntry:
 
     @property
     def name(self) -> str:
+        """The op's name without overload: torch_npu.<name>, torch.ops.npu.<name>."""
+        return str(self.schema.name.name)
+
+    @property
+    def overload(self) -> str:
+        return self.schema.name.overload_name
+
+    @property
+    def op_name(self) -> str:
+        """name.overload as the dispatcher knows it (m.def / m.impl)."""
         return str(self.schema.name)
+
+    @property
+    def cpp_name(self) -> str:
+        """The adapter's C++ name: name_overload (as ATen names its overloads' kernels)."""
+        return f"{self.name}_{self.overload}" if self.overload else self.name
 
 
 @dataclass
@@ -154,8 +169,8 @@ def _parse_custom(section: str, items, lines, path: str) -> list[CustomEntry]:
         except Exception as e:  # torchgen raises AssertionError / RuntimeError with the reason
             raise CodegenError(f"{where} '{item['func']}': malformed schema: {e}") from e
         name = str(schema.name)
-        if not name.startswith("npu_") or schema.name.overload_name:
-            raise CodegenError(f"{where} '{name}': custom op names start with npu_ and have no overload name")
+        if not (name.startswith("npu_") or name.startswith("_npu_")):
+            raise CodegenError(f"{where} '{name}': custom op names start with npu_ (or _npu_ for internal ones)")
         variants = [v.strip() for v in str(item.get("variants", "function")).split(",")]
         if not set(variants) <= {"function", "method"}:
             raise CodegenError(f"{where} '{name}': variants must be 'function', 'method' or 'function, method'")

@@ -61,8 +61,9 @@ def render() -> str:
     methods = {c.name for c in cfg.custom if "method" in c.variants}
     launches = {c.name: ", ".join(f"`{d}`" for d in c.device_ops) or "-" for c in cfg.custom}
     for name in custom:
-        short = name[len("npu::"):]
-        schema = str(torch._C._dispatch_find_schema_or_throw(name, "").schema()).replace("|", "\\|")
+        short = name[len("npu::"):].split(".")[0]
+        base, _, overload = name.partition(".")
+        schema = str(torch._C._dispatch_find_schema_or_throw(base, overload).schema()).replace("|", "\\|")
         autograd = 'yes' if op_support.has_kernel(name, 'AutogradPrivateUse1') else '-'
         out.append(f"| `{short}` | `{schema}` | {autograd} | "
                    f"{'yes' if op_support.has_kernel(name, 'Meta') else '-'} | {'yes' if short in methods else '-'} | "

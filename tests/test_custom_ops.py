@@ -93,7 +93,7 @@ def test_rotary_mul(mode):
     x, cos, sin = torch.randn(2, 3, 4, 8), torch.randn(1, 1, 4, 8), torch.randn(1, 1, 4, 8)
     check_fwd_bwd(lambda a, b, c: torch_npu.npu_rotary_mul(a, b, c, mode),
                   lambda a, b, c: ref.rotary_mul(a, b, c, mode), x, cos, sin)
-    with pytest.raises(ValueError, match="rotary_mode"):
+    with pytest.raises(RuntimeError, match="rotary_mode of npu_rotary_mul should be half or interleave"):
         torch_npu.npu_rotary_mul(x.to(NPU), cos.to(NPU), sin.to(NPU), "sideways")
 
 

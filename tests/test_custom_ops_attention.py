@@ -483,3 +483,53 @@ def test_operands_made_just_before_are_read_when_the_kernel_runs():
                                          sink=sink_npu, scale=0.3)[0]
     expected = reference(q, k, v, 0.3, masked=band(64, 64, 0, 10 ** 9, 0), pse=pse_npu.cpu(), sink=torch.tensor([-2.0, 2.0]))
     check(out, expected)
+
+
+def test_v2_rope_pse_type_and_v3_tensor_forms():
+    # v2: rope parts of query / key add to the scores; pse_type 0 adds pse after the scaling.
+    q, k, v, grad = qkv(1, 2, 12, 12, 8, seed=27)
+    qr, kr = torch.randn(1, 2, 12, 4), torch.randn(1, 2, 12, 4)
+    pse = torch.randn(1, 2, 12, 12)
+    xs = [t.npu().requires_grad_(True) for t in (q, k, v, qr, kr)]
+    out = torch_npu.npu_fusion_attention_v2(xs[0], xs[1], xs[2], 2, "BNSD", query_rope=xs[3], key_rope=xs[4],
+                                            pse=pse.npu(), pse_type=0, scale=0.3)[0]
+    out.backward(grad.npu())
+    cpu = [t.clone().requires_grad_(True) for t in (q, k, v, qr, kr)]
+    s = torch.cat([cpu[0], cpu[3]], -1) @ torch.cat([cpu[1], cpu[4]], -1).transpose(-2, -1) * 0.3 + pse
+    expected = torch.softmax(s, -1) @ cpu[2]
+    expected.backward(grad)
+    check(out, expected)
+    for a, e in zip(xs, cpu):
+        check(a.grad, e.grad)
+    with pytest.raises(ValueError, match="pse_type"):
+        torch_npu.npu_fusion_attention_v2(xs[0], xs[1], xs[2], 2, "BNSD", pse_type=2)
+    # v3: lengths as host tensors, seed / offset returned as tensors and taken back by the grad.
+    tq, tk, tv, tg, cq, ckv = tnd([3, 5], [3, 5], 2, 2, 8, seed=28)
+    res = torch_npu.npu_fusion_attention_v3(tq.npu(), tk.npu(), tv.npu(), 2, "TND", scale=0.5, keep_prob=0.8,
+                                            actual_seq_qlen=torch.tensor(cq), actual_seq_kvlen=torch.tensor(ckv))
+    assert len(res) == 6 and res[4].dtype == torch.int64
+    v1 = torch_npu.npu_fusion_attention(tq.npu(), tk.npu(), tv.npu(), 2, "TND", scale=0.5, keep_prob=0.8,
+                                        actual_seq_qlen=cq, actual_seq_kvlen=ckv, seed=int(res[4]), offset=int(res[5]))
+    check(res[0], v1[0])
+    g3 = torch_npu.npu_fusion_attention_grad_v3(tq.npu(), tk.npu(), tv.npu(), tg.npu(), 2, "TND", scale_value=0.5,
+                                                keep_prob=0.8, seed=res[4], offset=res[5],
+                                                actual_seq_qlen=torch.tensor(cq), actual_seq_kvlen=torch.tensor(ckv))
+    g1 = torch_npu.npu_fusion_attention_grad(tq.npu(), tk.npu(), tv.npu(), tg.npu(), 2, "TND", scale_value=0.5,
+                                             keep_prob=0.8, seed=int(res[4]), offset=int(res[5]),
+                                             actual_seq_qlen=cq, actual_seq_kvlen=ckv)
+    for a, e in zip(g3[:3], g1[:3]):
+        check(a, e)
+
+
+def test_dropout_masks_follow_the_generator_and_can_be_given():
+    # After manual_seed(s) the first attention's dropout uses (seed s, offset 0), as on NPUs; the offset
+    # then advances by 10 per call. A mask made by _npu_dropout_gen_mask with those numbers is the same one.
+    q, k, v, _ = (t.npu() for t in qkv(1, 2, 16, 16, 8, seed=29))
+    torch.npu.manual_seed(5)
+    first = torch_npu.npu_fusion_attention(q, k, v, 2, "BNSD", keep_prob=0.7)
+    second = torch_npu.npu_fusion_attention(q, k, v, 2, "BNSD", keep_prob=0.7)
+    assert first[4:6] == (5, 0) and second[4:6] == (5, 10)
+    mask = torch_npu._npu_dropout_gen_mask(q, [1, 2, 16, 16], p=0.3, seed=5, offset=0)
+    given = torch_npu.npu_fusion_attention(q, k, v, 2, "BNSD", keep_prob=0.7, dropout_mask=mask)
+    check(given[0], first[0])
+    assert mask.dtype == torch.uint8 and mask.numel() == 64  # 512 bits, padded to 128-bit groups

@@ -17,11 +17,25 @@ NPUGeneratorImpl::NPUGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
       engine_(at::detail::createCPUGenerator(seed)) {}
 
-void NPUGeneratorImpl::set_current_seed(uint64_t seed) { engine_.set_current_seed(seed); }
+void NPUGeneratorImpl::set_current_seed(uint64_t seed) {
+  engine_.set_current_seed(seed);
+  philox_offset_ = 0;
+}
 uint64_t NPUGeneratorImpl::current_seed() const { return engine_.current_seed(); }
-uint64_t NPUGeneratorImpl::seed() { return engine_.seed(); }
-void NPUGeneratorImpl::set_offset(uint64_t offset) { engine_.set_offset(offset); }
-uint64_t NPUGeneratorImpl::get_offset() const { return engine_.get_offset(); }
+uint64_t NPUGeneratorImpl::seed() {
+  philox_offset_ = 0;
+  return engine_.seed();
+}
+// The offset is that of the counter-based ops (philoxEngineInputs); the host engine has none.
+void NPUGeneratorImpl::set_offset(uint64_t offset) { philox_offset_ = offset; }
+uint64_t NPUGeneratorImpl::get_offset() const { return philox_offset_; }
+
+std::pair<uint64_t, uint64_t> NPUGeneratorImpl::philoxEngineInputs(uint64_t increment) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t offset = philox_offset_;
+  philox_offset_ += increment;
+  return {engine_.current_seed(), offset};
+}
 
 void NPUGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   engine_.unsafeGetGeneratorImpl()->set_state(new_state);
@@ -34,6 +48,7 @@ c10::intrusive_ptr<c10::TensorImpl> NPUGeneratorImpl::get_state() const {
 NPUGeneratorImpl* NPUGeneratorImpl::clone_impl() const {
   auto* copy = new NPUGeneratorImpl(device().index());
   copy->engine_ = engine_.clone();
+  copy->philox_offset_ = philox_offset_;
   return copy;
 }
 

@@ -5,6 +5,8 @@
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
+#include <utility>
+
 namespace c10_npu {
 
 struct NPUGeneratorImpl final : public c10::GeneratorImpl {
@@ -22,9 +24,14 @@ struct NPUGeneratorImpl final : public c10::GeneratorImpl {
   // The host generator that random kernels on this device draw from.
   const at::Generator& engine() const { return engine_; }
 
+  // (seed, offset) for counter-based random ops (the dropout masks of fused attention), as torch_npu's
+  // philox_engine_inputs: the offset starts at 0 with each seed and advances by `increment` per call.
+  std::pair<uint64_t, uint64_t> philoxEngineInputs(uint64_t increment);
+
  private:
   NPUGeneratorImpl* clone_impl() const override;
   at::Generator engine_;
+  uint64_t philox_offset_ = 0;
 };
 
 const at::Generator& getDefaultNPUGenerator(c10::DeviceIndex device = -1);

@@ -1,10 +1,12 @@
-"""Runs torch_npu's operator tests (test/test_base_ops of an op-plugin checkout) against this build.
+"""Runs torch_npu's operator tests (test/test_base_ops of an op-plugin checkout, or its custom-op tests,
+test/test_custom_ops, with --suite custom) against this build.
 
 Each file runs unchanged in its own process (`python test_xxx.py`) with a timeout, at most --jobs at
 a time; the output is one line per file (pass/fail and the first error), then a summary by cause.
 
     python tools/optests/run.py /path/to/op-plugin [--jobs 2] [--timeout 600] [--doc docs/conformance.md]
     python tools/optests/run.py /path/to/op-plugin --files test_add.py test_mul.py
+    python tools/optests/run.py /path/to/op-plugin --suite custom --files test_npu_rms_norm.py
     python tools/optests/run.py /path/to/op-plugin --sample 40 --seed 1
     python tools/optests/run.py /path/to/op-plugin --failed-from build/optests/results.json
     python tools/optests/run.py /path/to/op-plugin --rerun-failed build/optests/results.json
@@ -30,11 +32,14 @@ from causes import FileResult, parse_output  # noqa: E402
 from report import summary_lines, write_doc  # noqa: E402
 
 
-def find_test_dir(root: Path) -> Path:
-    for candidate in (root / "test" / "test_base_ops", root):
+SUITES = {"base": "test_base_ops", "custom": "test_custom_ops"}
+
+
+def find_test_dir(root: Path, suite: str = "base") -> Path:
+    for candidate in (root / "test" / SUITES[suite], root):
         if candidate.is_dir() and any(candidate.glob("test_*.py")):
             return candidate
-    raise SystemExit(f"error: no test/test_base_ops/test_*.py under {root}; pass the root of an "
+    raise SystemExit(f"error: no test/{SUITES[suite]}/test_*.py under {root}; pass the root of an "
                      "op-plugin checkout (OPPLUGIN=/path/to/op-plugin)")
 
 
@@ -98,10 +103,12 @@ def select_files(test_dir: Path, args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("opplugin", type=Path, help="op-plugin checkout (or its test/test_base_ops)")
+    parser.add_argument("--suite", choices=sorted(SUITES), default="base",
+                        help="base: test/test_base_ops (ATen ops); custom: test/test_custom_ops (torch_npu's own ops)")
     parser.add_argument("--jobs", type=int, default=2, help="files run at once (default 2)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per file (default 600)")
     parser.add_argument("--python", default=sys.executable, help="interpreter with torch_npu installed")
-    parser.add_argument("--files", nargs="+", help="only these files (names inside test_base_ops)")
+    parser.add_argument("--files", nargs="+", help="only these files (names inside the suite's folder)")
     parser.add_argument("--sample", type=int, help="a random sample of this many files")
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample")
     parser.add_argument("--failed-from", help="only the files that failed in this results.json")
@@ -116,7 +123,7 @@ def main(argv=None):
     if args.jobs < 1:
         raise SystemExit("error: --jobs must be at least 1")
 
-    test_dir = find_test_dir(args.opplugin.resolve())
+    test_dir = find_test_dir(args.opplugin.resolve(), args.suite)
     files = select_files(test_dir, args)
     if not files:
         raise SystemExit("error: no test files selected")

@@ -1,9 +1,11 @@
-// FusionAttentionKernelNpu.cpp - npu_fusion_attention and its grad on the FlashAttentionScore device
-// ops (tiled flash attention: memory grows with S, not S^2), in layouts BSH / SBH / BSND / BNSD / TND
+// FusionAttentionKernelNpu.cpp - npu_fusion_attention (and its v2 / v3 forms) and its grad on the
+// FlashAttentionScore device ops (tiled flash attention: memory grows with S, not S^2), in layouts BSH / SBH / BSND / BNSD / TND
 // and sparse modes 0-8. Dropout masks come from aclnnDropoutGenMaskV2 with a (seed, offset) drawn from
 // the npu generator, so the backward regenerates exactly the forward's mask.
 #include <ATen/ops/empty.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/full.h>
 
 #include <algorithm>
 #include <cctype>
@@ -136,15 +138,18 @@ const at::Tensor& orUndefined(const std::optional<at::Tensor>& t) {
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t> npu_fusion_attention(
-    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t head_num,
+namespace {
+
+// The forward of every npu_fusion_attention form. pse_type 1 adds pse before the scaling (FlashAttentionScore,
+// VarLenScore), 0 after it (the V3 / V5 ops, which also take sinks).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t> forwardCore(
+    const char* op, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t head_num,
     c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
     const std::optional<at::Tensor>& atten_mask, double scale, double keep_prob, int64_t pre_tockens,
     int64_t next_tockens, int64_t inner_precise, at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen,
-    at::OptionalIntArrayRef actual_seq_kvlen, int64_t sparse_mode, bool gen_mask_parallel, bool sync,
-    c10::string_view softmax_layout, const std::optional<at::Tensor>& sink,
-    const std::optional<at::Tensor>& dropout_mask, int64_t seed, int64_t offset) {
-  const char* op = "npu_fusion_attention";
+    at::OptionalIntArrayRef actual_seq_kvlen, int64_t sparse_mode, c10::string_view softmax_layout,
+    const std::optional<at::Tensor>& sink, const std::optional<at::Tensor>& dropout_mask, int64_t seed, int64_t offset,
+    int64_t pse_type) {
   const Dims x = dimsOf(op, query, key, value, head_num, input_layout);
   checkArguments(op, x, keep_prob, sparse_mode, actual_seq_qlen, actual_seq_kvlen, padding_mask, softmax_layout);
   const at::Tensor q = lastDimContiguous(query), k = lastDimContiguous(key), v = lastDimContiguous(value);
@@ -154,10 +159,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int
     drop = *dropout_mask;  // given by the caller; seed and offset pass through
   } else if (keep_prob < 1.0) {
     if (seed == 0 && offset == 0) {
-      // (seed, offset) from the npu generator: manual_seed makes the masks reproducible.
-      const auto& gen = c10_npu::getDefaultNPUGenerator(query.device().index());
-      seed = static_cast<int64_t>(gen.current_seed() & 0x7fffffffffffffffULL);
-      offset = static_cast<int64_t>(c10_npu::launchSeedFor(std::nullopt, query.device().index()) >> 1);
+      // (seed, offset) from the npu generator as torch_npu draws them: the offset starts at 0 after
+      // manual_seed and advances by 10 per call.
+      auto* gen = c10_npu::getDefaultNPUGenerator(query.device().index()).get<c10_npu::NPUGeneratorImpl>();
+      const auto [s0, o0] = gen->philoxEngineInputs(10);
+      seed = static_cast<int64_t>(s0 & 0x7fffffffffffffffULL);
+      offset = static_cast<int64_t>(o0);
     }
     drop = genDropMask(query, keep_prob, seed, offset, numels);
   }
@@ -169,10 +176,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int
   const bool tnd_stats = std::string(softmax_layout) == "TND";
   const std::string stats_layout = tnd_stats ? "same_as_input" : "";
   const at::Tensor& sink_t = orUndefined(sink);
-  const int64_t pse_type = 1;
+  TORCH_CHECK_VALUE(pse_type == 0 || pse_type == 1, op, ": pse_type must be 0 (pse added after the scaling) or 1 ",
+                    "(before it); 2 and 3 (alibi from slopes) are not supported on the software NPU, got ", pse_type);
+  const bool v3 = sink_t.defined() || pse_type != 1;  // the ops that take pse_type and sinks
   if (x.layout == "TND") {
     const auto qlen = *actual_seq_qlen, kvlen = *actual_seq_kvlen;
-    if (sink_t.defined()) {
+    if (v3) {
       const at::Tensor none;
       const at::IntArrayRef no_idx{};
       EXEC_NPU_CMD(aclnnFlashAttentionVarLenScoreV5, q, none, k, none, v, orUndefined(pse), drop, orUndefined(padding_mask),
@@ -189,7 +198,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int
                    orUndefined(atten_mask), prefix_n, qlen, kvlen, scale, keep_prob, pre_tockens, next_tockens,
                    head_num, layout, inner_precise, sparse_mode, softmax_max, softmax_sum, softmax_out, out);
     }
-  } else if (sink_t.defined()) {
+  } else if (v3) {
     const at::IntArrayRef no_idx{};
     EXEC_NPU_CMD(aclnnFlashAttentionScoreV3, q, k, v, orUndefined(pse), drop, orUndefined(padding_mask),
                  orUndefined(atten_mask), sink_t, prefix_n, no_idx, no_idx, scale, keep_prob, pre_tockens,
@@ -201,6 +210,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int
                  inner_precise, sparse_mode, softmax_max, softmax_sum, softmax_out, out);
   }
   return {out, softmax_max, softmax_sum, softmax_out, seed, offset, numels};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t> npu_fusion_attention(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, double scale, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen,
+    at::OptionalIntArrayRef actual_seq_kvlen, int64_t sparse_mode, bool gen_mask_parallel, bool sync,
+    c10::string_view softmax_layout, const std::optional<at::Tensor>& sink,
+    const std::optional<at::Tensor>& dropout_mask, int64_t seed, int64_t offset) {
+  return forwardCore("npu_fusion_attention", query, key, value, head_num, input_layout, pse, padding_mask, atten_mask,
+                     scale, keep_prob, pre_tockens, next_tockens, inner_precise, prefix, actual_seq_qlen,
+                     actual_seq_kvlen, sparse_mode, softmax_layout, sink, dropout_mask, seed, offset, 1);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t> npu_fusion_attention_meta(
@@ -218,17 +242,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int
           at::empty({0}, query.options()), seed, offset, scoreCount(x, actual_seq_qlen, actual_seq_kvlen)};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusion_attention_grad(
-    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& dy, int64_t head_num,
-    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
-    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& softmax_max,
-    const std::optional<at::Tensor>& softmax_sum, const std::optional<at::Tensor>& softmax_in,
-    const std::optional<at::Tensor>& attention_in, double scale_value, double keep_prob, int64_t pre_tockens,
-    int64_t next_tockens, int64_t inner_precise, int64_t seed, int64_t offset, int64_t numels,
+namespace {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> backwardCore(
+    const char* op, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& dy,
+    int64_t head_num, c10::string_view input_layout, const std::optional<at::Tensor>& pse,
+    const std::optional<at::Tensor>& padding_mask, const std::optional<at::Tensor>& atten_mask,
+    const std::optional<at::Tensor>& softmax_max, const std::optional<at::Tensor>& softmax_sum,
+    const std::optional<at::Tensor>& softmax_in, const std::optional<at::Tensor>& attention_in, double scale_value,
+    double keep_prob, int64_t pre_tockens, int64_t next_tockens, int64_t inner_precise, int64_t seed, int64_t offset,
     at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen, at::OptionalIntArrayRef actual_seq_kvlen,
-    int64_t sparse_mode, bool gen_mask_parallel, bool sync, c10::string_view softmax_layout,
-    const std::optional<at::Tensor>& sink) {
-  const char* op = "npu_fusion_attention_grad";
+    int64_t sparse_mode, c10::string_view softmax_layout, const std::optional<at::Tensor>& sink, int64_t pse_type) {
   const Dims x = dimsOf(op, query, key, value, head_num, input_layout);
   checkArguments(op, x, keep_prob, sparse_mode, actual_seq_qlen, actual_seq_kvlen, padding_mask, softmax_layout);
   // The gradients are laid out as their inputs, so inputs with gaps between rows are packed first.
@@ -239,10 +263,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusio
   at::Tensor smax = orUndefined(softmax_max), ssum = orUndefined(softmax_sum), out = orUndefined(attention_in);
   if (!smax.defined() || !ssum.defined() || !out.defined()) {
     // Without the forward's statistics, run the forward again (same dropout mask from seed / offset).
-    auto fwd = npu_fusion_attention(q, k, v, head_num, input_layout, pse, padding_mask, atten_mask, scale_value,
-                                    keep_prob, pre_tockens, next_tockens, inner_precise, prefix, actual_seq_qlen,
-                                    actual_seq_kvlen, sparse_mode, gen_mask_parallel, sync, softmax_layout, sink,
-                                    std::nullopt, keep_prob < 1.0 ? seed : 0, keep_prob < 1.0 ? offset : 0);
+    auto fwd = forwardCore(op, q, k, v, head_num, input_layout, pse, padding_mask, atten_mask, scale_value, keep_prob,
+                           pre_tockens, next_tockens, inner_precise, prefix, actual_seq_qlen, actual_seq_kvlen,
+                           sparse_mode, softmax_layout, sink, std::nullopt, keep_prob < 1.0 ? seed : 0,
+                           keep_prob < 1.0 ? offset : 0, pse_type);
     out = std::get<0>(fwd);
     smax = std::get<1>(fwd);
     ssum = std::get<2>(fwd);
@@ -264,10 +288,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusio
   const bool tnd_stats = std::string(softmax_layout) == "TND";
   const std::string stats_layout = tnd_stats ? "same_as_input" : "";
   const at::Tensor& softmax = orUndefined(softmax_in);
-  const int64_t pse_type = 1;
+  const bool v3 = sink_t.defined() || pse_type != 1;
   if (x.layout == "TND") {
     const auto qlen = *actual_seq_qlen, kvlen = *actual_seq_kvlen;
-    if (sink_t.defined()) {
+    if (v3) {
       const at::Tensor none;
       at::Tensor no_grad = at::empty({0}, query.options());
       const at::IntArrayRef no_idx{};
@@ -285,7 +309,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusio
                    orUndefined(atten_mask), smax, ssum, softmax, out, prefix_n, qlen, kvlen, scale_value, keep_prob,
                    pre_tockens, next_tockens, head_num, layout, inner_precise, sparse_mode, dq, dk, dv, dpse);
     }
-  } else if (sink_t.defined()) {
+  } else if (v3) {
     const at::IntArrayRef no_idx{};
     EXEC_NPU_CMD(aclnnFlashAttentionScoreGradV3, q, k, v, g, pse_t, drop, orUndefined(padding_mask),
                  orUndefined(atten_mask), smax, ssum, softmax, out, sink_t, prefix_n, no_idx, no_idx, scale_value,
@@ -298,6 +322,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusio
   }
   if (!pse_t.defined()) dpse = at::Tensor();
   return {dq, dk, dv, dpse, dsink};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusion_attention_grad(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& dy, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& softmax_max,
+    const std::optional<at::Tensor>& softmax_sum, const std::optional<at::Tensor>& softmax_in,
+    const std::optional<at::Tensor>& attention_in, double scale_value, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, int64_t seed, int64_t offset, int64_t numels,
+    at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen, at::OptionalIntArrayRef actual_seq_kvlen,
+    int64_t sparse_mode, bool gen_mask_parallel, bool sync, c10::string_view softmax_layout,
+    const std::optional<at::Tensor>& sink) {
+  return backwardCore("npu_fusion_attention_grad", query, key, value, dy, head_num, input_layout, pse, padding_mask,
+                      atten_mask, softmax_max, softmax_sum, softmax_in, attention_in, scale_value, keep_prob,
+                      pre_tockens, next_tockens, inner_precise, seed, offset, prefix, actual_seq_qlen,
+                      actual_seq_kvlen, sparse_mode, softmax_layout, sink, 1);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusion_attention_grad_meta(
@@ -320,6 +362,258 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusio
                                       : at::empty({0}, key.options().dtype(at::kFloat));
   return {at::empty(query.sizes(), query.options()), at::empty(key.sizes(), key.options()),
           at::empty(value.sizes(), value.options()), dpse, dsink};
+}
+
+}  // namespace at_npu::native
+
+// npu_fusion_attention_v2: rope parts of query / key (their scores add to the main parts'), pse_type.
+namespace at_npu::native {
+namespace {
+
+bool hiddenLayout(const std::string& layout) { return layout == "BSH" || layout == "SBH"; }
+
+// x and its rope part joined along each head's values.
+at::Tensor joinRope(const at::Tensor& x, const std::optional<at::Tensor>& rope, const std::string& layout,
+                    int64_t heads) {
+  if (!rope.has_value() || !rope->defined()) return x;
+  if (!hiddenLayout(layout)) return at::cat({x, *rope}, -1);
+  return at::cat({x.unflatten(2, {heads, x.size(2) / heads}), rope->unflatten(2, {heads, rope->size(2) / heads})}, -1)
+      .flatten(2);
+}
+
+// The gradient of a joined tensor split back into (main, rope) parts of head sizes d and d_rope.
+std::pair<at::Tensor, at::Tensor> splitRope(const at::Tensor& g, int64_t d, int64_t d_rope, const std::string& layout,
+                                            int64_t heads) {
+  if (!hiddenLayout(layout)) {
+    return {g.narrow(-1, 0, d).contiguous(), g.narrow(-1, d, d_rope).contiguous()};
+  }
+  at::Tensor per_head = g.unflatten(2, {heads, d + d_rope});
+  return {per_head.narrow(-1, 0, d).flatten(2).contiguous(), per_head.narrow(-1, d, d_rope).flatten(2).contiguous()};
+}
+
+int64_t headsOf(const at::Tensor& x, const std::string& layout, int64_t head_size) {
+  return hiddenLayout(layout) ? x.size(2) / head_size : (layout == "BNSD" ? x.size(1) : x.size(-2));
+}
+
+std::string upper(c10::string_view layout) {
+  std::string s(layout);
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t> npu_fusion_attention_v2(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& query_rope,
+    const std::optional<at::Tensor>& key_rope, double scale, double keep_prob, int64_t pre_tokens, int64_t next_tokens,
+    int64_t inner_precise, at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen,
+    at::OptionalIntArrayRef actual_seq_kvlen, int64_t sparse_mode, bool gen_mask_parallel, bool sync,
+    int64_t pse_type, at::OptionalIntArrayRef q_start_idx, at::OptionalIntArrayRef kv_start_idx,
+    c10::string_view softmax_layout, const std::optional<at::Tensor>& sink,
+    const std::optional<at::Tensor>& dropout_mask, int64_t seed, int64_t offset) {
+  const char* op = "npu_fusion_attention_v2";
+  TORCH_CHECK_VALUE(query_rope.has_value() == key_rope.has_value(), op, ": query_rope and key_rope come together");
+  const std::string layout = upper(input_layout);
+  const at::Tensor q = joinRope(query, query_rope, layout, head_num);
+  const int64_t d = hiddenLayout(layout) ? query.size(2) / head_num : query.size(-1);
+  const at::Tensor k = joinRope(key, key_rope, layout, headsOf(key, layout, d));
+  return forwardCore(op, q, k, value, head_num, input_layout, pse, padding_mask, atten_mask, scale, keep_prob,
+                     pre_tokens, next_tokens, inner_precise, prefix, actual_seq_qlen, actual_seq_kvlen, sparse_mode,
+                     softmax_layout, sink, dropout_mask, seed, offset, pse_type);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t> npu_fusion_attention_v2_meta(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& query_rope,
+    const std::optional<at::Tensor>& key_rope, double scale, double keep_prob, int64_t pre_tokens, int64_t next_tokens,
+    int64_t inner_precise, at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen,
+    at::OptionalIntArrayRef actual_seq_kvlen, int64_t sparse_mode, bool gen_mask_parallel, bool sync,
+    int64_t pse_type, at::OptionalIntArrayRef q_start_idx, at::OptionalIntArrayRef kv_start_idx,
+    c10::string_view softmax_layout, const std::optional<at::Tensor>& sink,
+    const std::optional<at::Tensor>& dropout_mask, int64_t seed, int64_t offset) {
+  const std::string layout = upper(input_layout);
+  const at::Tensor q = joinRope(query, query_rope, layout, head_num);
+  const int64_t d = hiddenLayout(layout) ? query.size(2) / head_num : query.size(-1);
+  const at::Tensor k = joinRope(key, key_rope, layout, headsOf(key, layout, d));
+  return npu_fusion_attention_meta(q, k, value, head_num, input_layout, pse, padding_mask, atten_mask, scale,
+                                   keep_prob, pre_tokens, next_tokens, inner_precise, prefix, actual_seq_qlen,
+                                   actual_seq_kvlen, sparse_mode, gen_mask_parallel, sync, softmax_layout, sink,
+                                   dropout_mask, seed, offset);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+npu_fusion_attention_grad_v2(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& dy, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& softmax_max,
+    const std::optional<at::Tensor>& softmax_sum, const std::optional<at::Tensor>& softmax_in,
+    const std::optional<at::Tensor>& attention_in, const std::optional<at::Tensor>& query_rope,
+    const std::optional<at::Tensor>& key_rope, double scale_value, double keep_prob, int64_t pre_tokens,
+    int64_t next_tokens, int64_t inner_precise, int64_t seed, int64_t offset, int64_t numels,
+    at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen, at::OptionalIntArrayRef actual_seq_kvlen,
+    int64_t sparse_mode, bool gen_mask_parallel, bool sync, int64_t pse_type, at::OptionalIntArrayRef q_start_idx,
+    at::OptionalIntArrayRef kv_start_idx, c10::string_view softmax_layout, const std::optional<at::Tensor>& sink) {
+  const char* op = "npu_fusion_attention_grad_v2";
+  TORCH_CHECK_VALUE(query_rope.has_value() == key_rope.has_value(), op, ": query_rope and key_rope come together");
+  const std::string layout = upper(input_layout);
+  const at::Tensor q = joinRope(query, query_rope, layout, head_num);
+  const int64_t d = hiddenLayout(layout) ? query.size(2) / head_num : query.size(-1);
+  const int64_t kv_heads = headsOf(key, layout, d);
+  const at::Tensor k = joinRope(key, key_rope, layout, kv_heads);
+  auto [dq, dk, dv, dpse, dsink] =
+      backwardCore(op, q, k, value, dy, head_num, input_layout, pse, padding_mask, atten_mask, softmax_max,
+                   softmax_sum, softmax_in, attention_in, scale_value, keep_prob, pre_tokens, next_tokens,
+                   inner_precise, seed, offset, prefix, actual_seq_qlen, actual_seq_kvlen, sparse_mode, softmax_layout,
+                   sink, pse_type);
+  at::Tensor dq_rope = at::empty({0}, query.options()), dk_rope = at::empty({0}, key.options());
+  if (query_rope.has_value() && query_rope->defined()) {
+    const int64_t dr = hiddenLayout(layout) ? query_rope->size(2) / head_num : query_rope->size(-1);
+    std::tie(dq, dq_rope) = splitRope(dq, d, dr, layout, head_num);
+    std::tie(dk, dk_rope) = splitRope(dk, d, dr, layout, kv_heads);
+  }
+  return {dq, dk, dv, dpse, dq_rope, dk_rope, dsink};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+npu_fusion_attention_grad_v2_meta(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& dy, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& softmax_max,
+    const std::optional<at::Tensor>& softmax_sum, const std::optional<at::Tensor>& softmax_in,
+    const std::optional<at::Tensor>& attention_in, const std::optional<at::Tensor>& query_rope,
+    const std::optional<at::Tensor>& key_rope, double scale_value, double keep_prob, int64_t pre_tokens,
+    int64_t next_tokens, int64_t inner_precise, int64_t seed, int64_t offset, int64_t numels,
+    at::OptionalIntArrayRef prefix, at::OptionalIntArrayRef actual_seq_qlen, at::OptionalIntArrayRef actual_seq_kvlen,
+    int64_t sparse_mode, bool gen_mask_parallel, bool sync, int64_t pse_type, at::OptionalIntArrayRef q_start_idx,
+    at::OptionalIntArrayRef kv_start_idx, c10::string_view softmax_layout, const std::optional<at::Tensor>& sink) {
+  const bool rope = query_rope.has_value() && query_rope->defined();
+  at::Tensor dpse = pse.has_value() && pse->defined() ? at::empty_like(*pse, at::MemoryFormat::Contiguous) : at::Tensor();
+  at::Tensor dsink = sink.has_value() && sink->defined() ? at::empty(sink->sizes(), sink->options().dtype(at::kFloat))
+                                                         : at::empty({0}, key.options().dtype(at::kFloat));
+  return {at::empty(query.sizes(), query.options()), at::empty(key.sizes(), key.options()),
+          at::empty(value.sizes(), value.options()), dpse,
+          rope ? at::empty(query_rope->sizes(), query_rope->options()) : at::empty({0}, query.options()),
+          rope ? at::empty(key_rope->sizes(), key_rope->options()) : at::empty({0}, key.options()), dsink};
+}
+
+// npu_fusion_attention_v3: sequence lengths as host tensors, seed / offset returned as tensors (graph capture).
+namespace {
+
+std::optional<std::vector<int64_t>> lengthsOf(const std::optional<at::Tensor>& t, const char* what) {
+  if (!t.has_value() || !t->defined()) return std::nullopt;
+  TORCH_CHECK_VALUE(t->device().is_cpu() && t->dim() == 1 && !at::isFloatingType(t->scalar_type()),
+                    "npu_fusion_attention_v3: ", what, " must be a 1-D integer CPU tensor, got ", t->sizes(), " on ",
+                    t->device());
+  const at::Tensor l = t->to(at::kLong).contiguous();
+  return std::vector<int64_t>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel());
+}
+
+at::OptionalIntArrayRef asRef(const std::optional<std::vector<int64_t>>& v) {
+  return v.has_value() ? at::OptionalIntArrayRef(*v) : std::nullopt;
+}
+
+int64_t scalarOf(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() && t->numel() > 0 ? t->to(at::kCPU).to(at::kLong).flatten()[0].item<int64_t>()
+                                                         : 0;
+}
+
+at::Tensor hostScalar(int64_t v) { return at::full({1}, v, at::TensorOptions().dtype(at::kLong)); }
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusion_attention_v3(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, double scale, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, at::OptionalIntArrayRef prefix,
+    const std::optional<at::Tensor>& actual_seq_qlen, const std::optional<at::Tensor>& actual_seq_kvlen,
+    int64_t sparse_mode, bool gen_mask_parallel, bool sync, c10::string_view softmax_layout,
+    const std::optional<at::Tensor>& sink) {
+  const auto ql = lengthsOf(actual_seq_qlen, "actual_seq_qlen"), kl = lengthsOf(actual_seq_kvlen, "actual_seq_kvlen");
+  auto [out, smax, ssum, sout, seed, offset, numels] =
+      forwardCore("npu_fusion_attention_v3", query, key, value, head_num, input_layout, pse, padding_mask, atten_mask,
+                  scale, keep_prob, pre_tockens, next_tockens, inner_precise, prefix, asRef(ql), asRef(kl),
+                  sparse_mode, softmax_layout, sink, std::nullopt, 0, 0, 1);
+  return {out, smax, ssum, sout, hostScalar(seed), hostScalar(offset)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusion_attention_v3_meta(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, double scale, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, at::OptionalIntArrayRef prefix,
+    const std::optional<at::Tensor>& actual_seq_qlen, const std::optional<at::Tensor>& actual_seq_kvlen,
+    int64_t sparse_mode, bool gen_mask_parallel, bool sync, c10::string_view softmax_layout,
+    const std::optional<at::Tensor>& sink) {
+  const Dims x = dimsOf("npu_fusion_attention_v3", query, key, value, head_num, input_layout);
+  return {at::empty(x.out_shape, query.options()), statsTensor(x, query), statsTensor(x, query),
+          at::empty({0}, query.options()), at::empty({1}, at::TensorOptions().dtype(at::kLong)),
+          at::empty({1}, at::TensorOptions().dtype(at::kLong))};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusion_attention_grad_v3(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& dy, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& softmax_max,
+    const std::optional<at::Tensor>& softmax_sum, const std::optional<at::Tensor>& softmax_in,
+    const std::optional<at::Tensor>& attention_in, double scale_value, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, const std::optional<at::Tensor>& seed,
+    const std::optional<at::Tensor>& offset, at::OptionalIntArrayRef prefix,
+    const std::optional<at::Tensor>& actual_seq_qlen, const std::optional<at::Tensor>& actual_seq_kvlen,
+    int64_t sparse_mode, bool gen_mask_parallel, bool sync, c10::string_view softmax_layout,
+    const std::optional<at::Tensor>& sink) {
+  const auto ql = lengthsOf(actual_seq_qlen, "actual_seq_qlen"), kl = lengthsOf(actual_seq_kvlen, "actual_seq_kvlen");
+  return backwardCore("npu_fusion_attention_grad_v3", query, key, value, dy, head_num, input_layout, pse, padding_mask,
+                      atten_mask, softmax_max, softmax_sum, softmax_in, attention_in, scale_value, keep_prob,
+                      pre_tockens, next_tockens, inner_precise, scalarOf(seed), scalarOf(offset), prefix, asRef(ql),
+                      asRef(kl), sparse_mode, softmax_layout, sink, 1);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_fusion_attention_grad_v3_meta(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const at::Tensor& dy, int64_t head_num,
+    c10::string_view input_layout, const std::optional<at::Tensor>& pse, const std::optional<at::Tensor>& padding_mask,
+    const std::optional<at::Tensor>& atten_mask, const std::optional<at::Tensor>& softmax_max,
+    const std::optional<at::Tensor>& softmax_sum, const std::optional<at::Tensor>& softmax_in,
+    const std::optional<at::Tensor>& attention_in, double scale_value, double keep_prob, int64_t pre_tockens,
+    int64_t next_tockens, int64_t inner_precise, const std::optional<at::Tensor>& seed,
+    const std::optional<at::Tensor>& offset, at::OptionalIntArrayRef prefix,
+    const std::optional<at::Tensor>& actual_seq_qlen, const std::optional<at::Tensor>& actual_seq_kvlen,
+    int64_t sparse_mode, bool gen_mask_parallel, bool sync, c10::string_view softmax_layout,
+    const std::optional<at::Tensor>& sink) {
+  return npu_fusion_attention_grad_meta(query, key, value, dy, head_num, input_layout, pse, padding_mask, atten_mask,
+                                        softmax_max, softmax_sum, softmax_in, attention_in, scale_value, keep_prob,
+                                        pre_tockens, next_tockens, inner_precise, 0, 0, 0, prefix, std::nullopt,
+                                        std::nullopt, sparse_mode, gen_mask_parallel, sync, softmax_layout, sink);
+}
+
+}  // namespace at_npu::native
+
+// _npu_dropout_gen_mask.Tensor: the dropout mask bits of `size` scores (1 = keep, each dropped with
+// probability p), a function of (seed, offset): what npu_fusion_attention's dropout_mask takes.
+namespace at_npu::native {
+
+at::Tensor _npu_dropout_gen_mask_Tensor(const at::Tensor& self, at::IntArrayRef size, double p, int64_t seed,
+                                        int64_t offset, std::optional<bool> parallel, std::optional<bool> sync) {
+  TORCH_CHECK_VALUE(p >= 0 && p <= 1, "_npu_dropout_gen_mask: p (the probability of dropping) must be in [0, 1], got ",
+                    p);
+  int64_t numels = 1;
+  for (int64_t d : size) numels *= d;
+  const int64_t bytes = (numels + 127) / 128 * 128 / 8;
+  at::Tensor mask = at::empty({bytes}, self.options().dtype(at::kByte));
+  std::vector<int64_t> shape{numels};
+  const int64_t prob_dtype = static_cast<int64_t>(self.scalar_type());
+  EXEC_NPU_CMD(aclnnDropoutGenMaskV2, at::IntArrayRef(shape), p, seed, offset, prob_dtype, mask);
+  return mask;
+}
+
+at::Tensor _npu_dropout_gen_mask_Tensor_meta(const at::Tensor& self, at::IntArrayRef size, double p, int64_t seed,
+                                             int64_t offset, std::optional<bool> parallel, std::optional<bool> sync) {
+  int64_t numels = 1;
+  for (int64_t d : size) numels *= d;
+  return at::empty({(numels + 127) / 128 * 128 / 8}, self.options().dtype(at::kByte));
 }
 
 }  // namespace at_npu::native

@@ -12,7 +12,8 @@ namespace {
 int64_t rotaryMode(const char* op, c10::string_view mode) {
   if (mode == "half") return 0;
   if (mode == "interleave") return 1;
-  TORCH_CHECK_VALUE(false, op, ": rotary_mode must be 'half' or 'interleave', got '", mode, "'");
+  // RuntimeError with torch_npu's wording: its tests and callers match on it.
+  TORCH_CHECK(false, "The rotary_mode of ", op, " should be half or interleave, but got ", mode);
 }
 
 void checkInputs(const char* op, const at::Tensor& self, const at::Tensor& r1, const at::Tensor& r2) {
