@@ -8,12 +8,13 @@ TITLES = {
     "demo": "1. The demo's model (make demo)",
     "small_ops": "2. Small-op host cost",
     "kernels": "3. Large kernels",
-    "copies": "4. Copies",
-    "training": "5. Training",
-    "allocator": "6. Allocator",
-    "distributed": "7. Distributed (hccl)",
-    "profiling": "8. Profiling overhead",
-    "long_runs": "9. Long runs (leaks)",
+    "attention": "4. Fused attention (npu_fusion_attention vs CPU flash attention)",
+    "copies": "5. Copies",
+    "training": "6. Training",
+    "allocator": "7. Allocator",
+    "distributed": "8. Distributed (hccl)",
+    "profiling": "9. Profiling overhead",
+    "long_runs": "10. Long runs (leaks)",
 }
 
 
