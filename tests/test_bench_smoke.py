@@ -7,9 +7,10 @@ import subprocess
 import sys
 
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "run.py")
-SECTIONS = ("demo", "small_ops", "kernels", "copies", "training", "allocator", "distributed", "profiling",
-            "long_runs")
-TITLES = ("The demo's model (make demo)", "Small-op host cost", "Large kernels", "Copies", "Training", "Allocator",
+SECTIONS = ("demo", "small_ops", "kernels", "attention", "copies", "training", "allocator", "distributed",
+            "profiling", "long_runs")
+TITLES = ("The demo's model (make demo)", "Small-op host cost", "Large kernels",
+          "Fused attention (npu_fusion_attention vs CPU flash attention)", "Copies", "Training", "Allocator",
           "Distributed (hccl)", "Profiling overhead", "Long runs (leaks)")
 
 
@@ -51,4 +52,4 @@ def test_only_runs_the_named_section(tmp_path):
     doc = _run(tmp_path, "--only", "copies")
     assert doc["sections"] == ["copies"]
     assert {r["section"] for r in doc["rows"]} == {"copies"}
-    assert "## 4. Copies" in (tmp_path / "benchmarks.md").read_text()
+    assert "## 5. Copies" in (tmp_path / "benchmarks.md").read_text()

@@ -2,6 +2,7 @@
 // whether the host waits, and shared by the op library's own parallel loops.
 #include "csrc/core/NPUThreadTeams.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <npu/opslib.h>
 #include <npu/runtime.h>
@@ -59,7 +60,10 @@ void sizeWorkerTeam(int host_waiting) {
   // first sees it.
   thread_local const int threads = at::get_num_threads();
   thread_local int current = 0;
-  const int wanted = host_waiting != 0 || threads == 1 ? threads : threads - 1;
+  // torch.use_deterministic_algorithms(True): one team size always, so that CPU reductions (whose
+  // summation order follows the team) give the same bits run after run.
+  const bool fixed = at::globalContext().deterministicAlgorithms();
+  const int wanted = fixed || host_waiting != 0 || threads == 1 ? threads : threads - 1;
   if (wanted != current) {
     omp_set_num_threads(wanted);
     current = wanted;
