@@ -78,15 +78,15 @@ def current_device() -> int:
     return _C._current_device()
 
 
-def set_device(dev) -> None:
-    idx = _index(dev)
+def set_device(device) -> None:
+    idx = _index(device)
     if idx >= 0:
         _C._set_device(idx)
 
 
-def synchronize(dev=None) -> None:
+def synchronize(device=None) -> None:
     """Wait for all work queued on every stream of the device; raises a failed task's error."""
-    _C._synchronize(_index(dev))
+    _C._synchronize(_index(device))
     if _REPORT_FAULTS_AT_SYNC:
         _warn_unmatched_faults()
 
@@ -195,9 +195,9 @@ def get_device_status(dev=None) -> str:
     return _C._get_device_status(_index(dev))
 
 
-def get_device_name(dev=None) -> str:
+def get_device_name(device_name=None) -> str:
     """The SoC the device reports: NPU_SIM_SOC_VERSION, default "Ascend910B1"."""
-    _C._check_device(_index(dev))
+    _C._check_device(_index(device_name))
     return _C._get_soc_name()
 
 
@@ -215,13 +215,13 @@ class _NPUDeviceProperties:
                 f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num})")
 
 
-def get_device_properties(dev=None) -> _NPUDeviceProperties:
-    idx = _index(dev)
+def get_device_properties(device_name=None) -> _NPUDeviceProperties:
+    idx = _index(device_name)
     _C._check_device(idx)
     return _NPUDeviceProperties(*_C._get_device_properties(idx))
 
 
-def get_device_capability(dev=None):
+def get_device_capability(device=None):
     """(major, minor) from TORCH_NPU_DEVICE_CAPABILITY ("8.0"), else None: NPUs have no CUDA-style
     compute capability; the value only serves libraries that ask for one."""
     text = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY", "")
@@ -234,10 +234,10 @@ def get_device_capability(dev=None):
 
 
 class device:
-    """Context manager that makes `dev` the current npu device."""
+    """Context manager that makes `device` the current npu device."""
 
-    def __init__(self, dev):
-        self.idx = _index(dev) if dev is not None else -1
+    def __init__(self, device):
+        self.idx = _index(device) if device is not None else -1
         self.prev_idx = -1
 
     def __enter__(self):

@@ -18,8 +18,8 @@ class GradScaler(torch.amp.GradScaler):
         growth_factor: float = 2.0,
         backoff_factor: float = 0.5,
         growth_interval: int = 2000,
-        enabled: bool = True,
         dynamic: bool = True,
+        enabled: bool = True,
     ):
         super().__init__(
             "npu",

@@ -1,0 +1,42 @@
+"""Parameter names and order of torch.npu functions that callers pass by keyword or position, as torch_npu
+(and torch.cuda) name them: a mismatch fails a keyword call, or silently swaps positional arguments."""
+
+import inspect
+
+import torch
+import torch_npu  # noqa: F401
+
+EXPECTED = {
+    torch.npu.set_device: ["device"],
+    torch.npu.synchronize: ["device"],
+    torch.npu.get_device_name: ["device_name"],
+    torch.npu.get_device_properties: ["device_name"],
+    torch.npu.get_device_capability: ["device"],
+    torch.npu.amp.GradScaler: ["init_scale", "growth_factor", "backoff_factor", "growth_interval", "dynamic",
+                               "enabled"],
+}
+
+
+def test_parameter_names_and_order():
+    for fn, names in EXPECTED.items():
+        params = [p for p in inspect.signature(fn).parameters if p != "self"]
+        assert params == names, (fn, params)
+    assert list(inspect.signature(torch.npu.device.__init__).parameters)[1:] == ["device"]
+
+
+def test_keyword_and_positional_calls_do_what_they_say():
+    torch.npu.set_device(device=0)
+    torch.npu.synchronize(device=0)
+    assert torch.npu.get_device_name(device_name=0) == torch.npu.get_device_name()
+    assert torch.npu.get_device_properties(device_name=0).name == torch.npu.get_device_name()
+    with torch.npu.device(device=0):
+        assert torch.npu.current_device() == 0
+    # The fifth positional argument is `dynamic`: a static loss scale stays put after an overflow.
+    scaler = torch.npu.amp.GradScaler(2.0 ** 4, 2.0, 0.5, 2000, False)
+    assert scaler.dynamic is False and scaler.is_enabled()
+    p = torch.nn.Parameter(torch.ones(2, device="npu"))
+    opt = torch.optim.SGD([p], lr=0.1)
+    scaler.scale((p * float("inf")).sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2.0 ** 4
