@@ -40,3 +40,20 @@ def test_keyword_and_positional_calls_do_what_they_say():
     scaler.step(opt)
     scaler.update()
     assert scaler.get_scale() == 2.0 ** 4
+
+
+def test_memory_aliases_and_schedule_skip_first_wait():
+    x = torch.empty(1 << 20, device="npu")
+    torch.npu.synchronize()
+    assert torch.npu.memory_cached() == torch.npu.memory_reserved() > 0
+    assert torch.npu.max_memory_cached() == torch.npu.max_memory_reserved()
+    del x
+    torch.npu.empty_cache()
+    torch.npu.reset_max_memory_allocated()
+    assert torch.npu.max_memory_allocated() == torch.npu.memory_allocated()
+    torch.npu.reset_max_memory_cached()
+    assert torch.npu.max_memory_cached() == torch.npu.memory_reserved()
+    from torch_npu.profiler import ProfilerAction, schedule
+    s = schedule(wait=2, active=1, skip_first_wait=1)
+    assert s(0) == ProfilerAction.RECORD_AND_SAVE  # the first cycle's wait is left out
+    assert [s(i) for i in range(1, 4)] == [ProfilerAction.NONE, ProfilerAction.NONE, ProfilerAction.RECORD_AND_SAVE]

@@ -43,6 +43,27 @@ def reset_peak_memory_stats(device=None) -> None:
     torch.accelerator.reset_peak_memory_stats(_dev(device))
 
 
+# The names torch.cuda kept from before the caching allocator's statistics had their present names.
+def memory_cached(device=None) -> int:
+    """Deprecated name of memory_reserved()."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """Deprecated name of max_memory_reserved()."""
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    """Resets the peak of memory_allocated() (and, as on CUDA, every other peak): reset_peak_memory_stats()."""
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device=None) -> None:
+    """Resets the peak of memory_reserved() (and every other peak): reset_peak_memory_stats()."""
+    reset_peak_memory_stats(device)
+
+
 def reset_accumulated_memory_stats(device=None) -> None:
     torch.accelerator.reset_accumulated_memory_stats(_dev(device))
 
