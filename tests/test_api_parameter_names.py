@@ -57,3 +57,12 @@ def test_memory_aliases_and_schedule_skip_first_wait():
     s = schedule(wait=2, active=1, skip_first_wait=1)
     assert s(0) == ProfilerAction.RECORD_AND_SAVE  # the first cycle's wait is left out
     assert [s(i) for i in range(1, 4)] == [ProfilerAction.NONE, ProfilerAction.NONE, ProfilerAction.RECORD_AND_SAVE]
+
+
+def test_experimental_config_takes_mstx_in_torch_npus_position():
+    import inspect as _inspect
+    from torch_npu.profiler import _ExperimentalConfig
+    params = list(_inspect.signature(_ExperimentalConfig).parameters)
+    assert params[:6] == ["profiler_level", "aic_metrics", "l2_cache", "msprof_tx", "mstx", "data_simplification"]
+    assert _ExperimentalConfig(mstx=True)._msprof_tx and _ExperimentalConfig(msprof_tx=True)._msprof_tx
+    assert not _ExperimentalConfig()._msprof_tx

@@ -54,7 +54,7 @@ def supported_export_type() -> set:
 
 class _ExperimentalConfig:
     def __init__(self, profiler_level: str = ProfilerLevel.Level0, aic_metrics: str = AiCMetrics.AiCoreNone,
-                 l2_cache: bool = False, msprof_tx: bool = False, data_simplification: bool = True,
+                 l2_cache: bool = False, msprof_tx: bool = False, mstx: bool = False, data_simplification: bool = True,
                  record_op_args: bool = False, op_attr: bool = False, gc_detect_threshold: float | None = None,
                  export_type: str = ExportType.Text):
         if profiler_level not in _LEVELS:
@@ -66,7 +66,8 @@ class _ExperimentalConfig:
             export_type = export_type[0] if len(export_type) == 1 else export_type
         if export_type not in (ExportType.Text, ExportType.Db):
             raise ValueError(f"export_type must be ExportType.Text ('text') or ExportType.Db ('db'); got {export_type!r}")
-        for name, value in (("l2_cache", l2_cache), ("msprof_tx", msprof_tx), ("record_op_args", record_op_args),
+        for name, value in (("l2_cache", l2_cache), ("msprof_tx", msprof_tx), ("mstx", mstx),
+                            ("record_op_args", record_op_args),
                             ("op_attr", op_attr), ("data_simplification", data_simplification)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be a bool; got {value!r}")
@@ -82,7 +83,8 @@ class _ExperimentalConfig:
         self._profiler_level = profiler_level
         self._aic_metrics = aic_metrics
         self._l2_cache = l2_cache
-        self._msprof_tx = msprof_tx
+        # mstx is torch_npu's newer name of msprof_tx (markers and ranges recorded); either turns it on.
+        self._msprof_tx = msprof_tx or mstx
         self._data_simplification = data_simplification
         self.record_op_args = record_op_args
         self._op_attr = op_attr
