@@ -326,7 +326,7 @@ struct Masking {
 
 struct Dropout {
   const AttentionProblem& p;
-  float keep_scale = 1.0f;  // 1 / keep_prob
+  const float keep_scale = static_cast<float>(1.0 / p.keep_prob);
 
   bool on() const { return p.keep_prob < 1.0 && p.drop_bits != nullptr; }
   bool keeps(int64_t b, int64_t n, int64_t i, int64_t j) const {
@@ -338,6 +338,11 @@ struct Dropout {
     for (int64_t c = 0; c < cols; ++c) row[c] = keeps(b, n, i, j0 + c) ? row[c] * keep_scale : 0.0f;
   }
 };
+
+// The explicit mask's bytes (nonzero = masked), or nullptr.
+inline const uint8_t* explicitMaskOf(const AttentionProblem& p) {
+  return p.mask.explicit_mask.defined() ? static_cast<const uint8_t*>(p.mask.explicit_mask.const_data_ptr()) : nullptr;
+}
 
 // Element (i, j) of the bias of batch b at `base` (its offset for (b, n)): the compressed alibi form
 // continues its first row's diagonal upwards; columns that fall off it (above the diagonal, masked
@@ -413,10 +418,8 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
   float* smax = softmax_max.data_ptr<float>();
   float* ssum = softmax_sum.data_ptr<float>();
   const Masking masking{p};
-  Dropout dropout{p};
-  dropout.keep_scale = static_cast<float>(1.0 / p.keep_prob);
-  const uint8_t* explicit_mask =
-      p.mask.explicit_mask.defined() ? static_cast<const uint8_t*>(p.mask.explicit_mask.const_data_ptr()) : nullptr;
+  const Dropout dropout{p};
+  const uint8_t* explicit_mask = explicitMaskOf(p);
   const float* pse = p.pse.defined() ? p.pse.const_data_ptr<float>() : nullptr;
   const float scale = static_cast<float>(p.scale);
 
@@ -501,10 +504,8 @@ void backwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::
   const float* smax = softmax_max.const_data_ptr<float>();
   const float* ssum = softmax_sum.const_data_ptr<float>();
   const Masking masking{p};
-  Dropout dropout{p};
-  dropout.keep_scale = static_cast<float>(1.0 / p.keep_prob);
-  const uint8_t* explicit_mask =
-      p.mask.explicit_mask.defined() ? static_cast<const uint8_t*>(p.mask.explicit_mask.const_data_ptr()) : nullptr;
+  const Dropout dropout{p};
+  const uint8_t* explicit_mask = explicitMaskOf(p);
   const float* pse = p.pse.defined() ? p.pse.const_data_ptr<float>() : nullptr;
   const float scale = static_cast<float>(p.scale);
   // d sink_n = -sum over rows of p_sink * delta (the sink's probability times the row term), summed
