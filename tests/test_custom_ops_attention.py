@@ -533,3 +533,16 @@ def test_dropout_masks_follow_the_generator_and_can_be_given():
     given = torch_npu.npu_fusion_attention(q, k, v, 2, "BNSD", keep_prob=0.7, dropout_mask=mask)
     check(given[0], first[0])
     assert mask.dtype == torch.uint8 and mask.numel() == 64  # 512 bits, padded to 128-bit groups
+
+
+def test_grad_v2_called_directly_splits_the_rope_gradients():
+    q, k, v, grad = qkv(1, 2, 10, 10, 8, seed=30)
+    qr, kr = torch.randn(1, 2, 10, 4), torch.randn(1, 2, 10, 4)
+    cpu = [t.clone().requires_grad_(True) for t in (q, k, v, qr, kr)]
+    s = torch.cat([cpu[0], cpu[3]], -1) @ torch.cat([cpu[1], cpu[4]], -1).transpose(-2, -1) * 0.3
+    (torch.softmax(s, -1) @ cpu[2]).backward(grad)
+    dq, dk, dv, dpse, dq_rope, dk_rope, dsink = torch_npu.npu_fusion_attention_grad_v2(
+        q.npu(), k.npu(), v.npu(), grad.npu(), 2, "BNSD", query_rope=qr.npu(), key_rope=kr.npu(), scale_value=0.3)
+    assert dpse is None and dsink.numel() == 0
+    for a, e in zip((dq, dk, dv, dq_rope, dk_rope), cpu):
+        check(a, e.grad)
