@@ -97,6 +97,15 @@ def _restore_npu_state():
 
 
 @pytest.fixture
+def deterministic():
+    # Bitwise-equal runs need deterministic algorithms: the stream workers' thread teams then keep one
+    # size, so CPU reductions sum in one order whatever the host thread is doing.
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    yield
+    torch.use_deterministic_algorithms(False)
+
+
+@pytest.fixture
 def quiet_allocator():
     """Collect garbage and drain the device so allocator statistics only move with the test's tensors."""
     gc.collect()

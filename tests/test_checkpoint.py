@@ -82,15 +82,6 @@ def test_whole_module_save_load_with_map_location():
             assert torch.equal(a.cpu(), b.cpu())
 
 
-@pytest.fixture
-def deterministic():
-    # Bitwise-equal runs need deterministic algorithms: the stream workers' thread teams then keep one
-    # size, so CPU reductions sum in one order whatever the host thread is doing.
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    yield
-    torch.use_deterministic_algorithms(False)
-
-
 @pytest.mark.parametrize("opt_cls", [torch.optim.SGD, NpuFusedAdam])
 def test_resumed_training_equals_uninterrupted_training(opt_cls, deterministic):
     kwargs = dict(lr=0.05, momentum=0.9) if opt_cls is torch.optim.SGD else dict(lr=1e-2)

@@ -100,7 +100,7 @@ def train(settings, device, case=transformer_case, steps=10):
 
 
 @pytest.mark.parametrize("case", [transformer_case, cnn_case], ids=["transformer", "cnn"])
-def test_training_loop_is_served_from_its_plan_and_matches_unplanned_training(expandable, case):
+def test_training_loop_is_served_from_its_plan_and_matches_unplanned_training(expandable, deterministic, case):
     before = plan_stats()
     planned, planned_losses, after = train("expandable_segments:True", "npu", case)
     d = delta(before, after[-1])
