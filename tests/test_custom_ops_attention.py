@@ -141,6 +141,35 @@ def test_sparse_modes(mode):
         check(a, e)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", ["odd_tail_band", "gqa_wide_heads", "explicit_mask", "prefix"])
+def test_reduced_precision_kernel_paths(dtype, case):
+    # bfloat16 / float16 take the packed-operand path where the CPU has matrix units: key blocks with
+    # an odd tail (padded to even), head sizes over one 64-column panel and value sizes of their own,
+    # grouped-query heads, and each row's visible run of keys cut out of a band; an explicit or
+    # prefix mask takes the masked path.
+    b, n, n_kv, sq, skv, d, dv = {"odd_tail_band": (1, 2, 2, 150, 301, 64, 64),
+                                  "gqa_wide_heads": (2, 4, 2, 130, 260, 128, 72),
+                                  "explicit_mask": (1, 2, 1, 64, 257, 64, 64),
+                                  "prefix": (2, 2, 2, 40, 300, 32, 32)}[case]
+    q, k, v, grad = qkv(b, n, sq, skv, d, n_kv=n_kv, dv=dv, seed=3, dtype=dtype)
+    mode, pre, nxt, prefix = {"odd_tail_band": (4, 100, 7, None), "gqa_wide_heads": (3, 0, 0, None),
+                              "explicit_mask": (0, 2 ** 31 - 1, 2 ** 31 - 1, None),
+                              "prefix": (5, 0, 0, [3, 250])}[case]
+    if mode == 0:
+        atten_mask = torch.rand(sq, skv, generator=torch.Generator().manual_seed(1)) < 0.3
+        masked = atten_mask
+    else:
+        atten_mask, masked = sparse_case(mode, b, sq, skv, pre, nxt, prefix or [0] * b)
+    out, grads, _ = run(q, k, v, "BNSD", grad.to(dtype), atten_mask=atten_mask, scale=d ** -0.5,
+                        sparse_mode=mode, pre_tockens=pre, next_tockens=nxt, prefix=prefix)
+    ref_out, ref_grads = expect(q.float(), k.float(), v.float(), grad.to(dtype), "BNSD", scale=d ** -0.5,
+                                masked=masked)
+    check(out, ref_out, dtype)
+    for a, e in zip(grads, ref_grads):
+        check(a, e, dtype)
+
+
 def test_without_a_mask_every_mode_computes_in_full():
     q, k, v, grad = qkv(1, 2, 20, 20, 8, seed=9)
     ref_out, _ = expect(q, k, v, grad, "BNSD", scale=0.5)

@@ -7,6 +7,7 @@
 // The GEMMs read query / key / value where they lie (any row stride).
 #include "FlashAttentionKernel.h"
 
+#include <ATen/native/CPUBlas.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/mm.h>
 #include <c10/util/BFloat16.h>
@@ -19,6 +20,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <optional>
 
 namespace npu::opslib::aten {
 namespace {
@@ -194,17 +197,69 @@ NPU_FA_SIMD void expScaleRow(float* s, int64_t n, float max, float by) {
   }
 }
 
-// s[j] = exp(s[j] - max); returns their sum.
-NPU_FA_SIMD float expRow(float* s, int64_t n, float max) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) {
-    const float e = expNonPositive(s[j] - max);
-    const float v = s[j] == kNegInf ? 0.0f : e;
-    s[j] = v;
-    sum += v;
+// Row reductions keep 16 partial results (one vector register) and combine them as a tree at the
+// end: the rows are short (a key block), and a reduction clause's lane-by-lane scalar epilogue costs
+// about as much as the loop itself.
+constexpr int64_t kLanes = 16;
+
+inline float treeSum(float* part) {
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
+    for (int64_t k = 0; k < w; ++k) part[k] += part[k + w];
   }
-  return sum;
+  return part[0];
+}
+
+inline float treeMax(float* part) {
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
+    for (int64_t k = 0; k < w; ++k) part[k] = part[k] > part[k + w] ? part[k] : part[k + w];
+  }
+  return part[0];
+}
+
+// s[j] = exp(s[j] - max) (masked -inf scores become 0, unless the caller knows there are none);
+// returns their sum.
+template <bool kMasked>
+NPU_FA_SIMD float expRowSum(float* s, int64_t n, float max) {
+  float part[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+#pragma omp simd
+    for (int64_t k = 0; k < kLanes; ++k) {
+      const float x = s[j + k];
+      const float v = kMasked && x == kNegInf ? 0.0f : expNonPositive(x - max);
+      s[j + k] = v;
+      part[k] += v;
+    }
+  }
+  for (int64_t k = 0; j + k < n; ++k) {
+    const float x = s[j + k];
+    const float v = kMasked && x == kNegInf ? 0.0f : expNonPositive(x - max);
+    s[j + k] = v;
+    part[k] += v;
+  }
+  return treeSum(part);
+}
+float expRow(float* s, int64_t n, float max) { return expRowSum<true>(s, n, max); }
+
+// s[j] *= by (by > 0: masked -inf scores stay -inf); returns max(start, s[j]).
+NPU_FA_SIMD float scaleRowMax(float* s, int64_t n, float by, float start) {
+  float part[kLanes];
+  std::fill_n(part, kLanes, start);
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+#pragma omp simd
+    for (int64_t k = 0; k < kLanes; ++k) {
+      const float x = s[j + k] * by;
+      s[j + k] = x;
+      part[k] = x > part[k] ? x : part[k];
+    }
+  }
+  for (int64_t k = 0; j + k < n; ++k) {
+    const float x = s[j + k] * by;
+    s[j + k] = x;
+    part[k] = x > part[k] ? x : part[k];
+  }
+  return treeMax(part);
 }
 
 NPU_FA_SIMD float rowMax(const float* s, int64_t n, float start) {
@@ -405,6 +460,134 @@ void biasAndMask(const AttentionProblem& p, const Masking& masking, BlockMask ki
   }
 }
 
+// The matrix units' micro-kernels (PyTorch's brgemm on oneDNN) read B packed (VNNI: pairs of rows
+// interleaved) in panels of at most 64 columns, each with a leading dimension of 16, 32, 48 or 64.
+constexpr int64_t kPanel = 64;
+inline int64_t panelLd(int64_t width) { return (width + 15) / 16 * 16; }
+inline int64_t packedCapacity(int64_t k, int64_t n) { return k * ((n + kPanel - 1) / kPanel) * kPanel; }
+
+// B (k x n, row-major, ld_in) into panels at `out`; k is even.
+template <typename T>
+void packPanels(int64_t k, int64_t n, const T* in, int64_t ld_in, T* out) {
+  for (int64_t c0 = 0; c0 < n; c0 += kPanel) {
+    const int64_t w = std::min(kPanel, n - c0), ld = panelLd(w);
+    at::native::cpublas::pack(k, w, ld_in, ld, scalarTypeOf<T>(), scalarTypeOf<T>(), in + c0, out);
+    out += k * ld;
+  }
+}
+
+// c (m x n, ldc) (+)= a (m x k, lda) b, b packed by packPanels.
+template <typename T>
+void gemmPanels(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, float* c, int64_t ldc,
+                bool add) {
+  for (int64_t c0 = 0; c0 < n; c0 += kPanel) {
+    const int64_t w = std::min(kPanel, n - c0), ld = panelLd(w);
+    at::native::cpublas::brgemm(m, w, k, lda, ld, ldc, add, a, b, c + c0);
+    b += k * ld;
+  }
+}
+
+// Keys and values of a reduced-precision forward packed once for those micro-kernels, so that the
+// many query blocks reading one key block do not each repack it inside a general GEMM: per (batch,
+// kv head, key block) K^T (d x cols) and V (cols x dv, cols rounded up to even with a zero row).
+// Costs one copy of key and value (O(S), not O(S^2)).
+template <typename T>
+class PackedKeyValues {
+ public:
+  static bool usable(const AttentionProblem& p) {
+    if constexpr (std::is_same_v<T, float>) {
+      return false;
+    } else {
+      return p.head_dim % 2 == 0 && at::native::cpublas::could_pack(scalarTypeOf<T>());
+    }
+  }
+
+  PackedKeyValues(const AttentionProblem& p, const T* k, const T* v)
+      : p_(p), first_(p.batch + 1, 0), key_slot_(packedCapacity(p.head_dim, kKeyBlock)),
+        value_slot_(packedCapacity(kKeyBlock, p.value_dim)) {
+    for (int64_t b = 0; b < p.batch; ++b) {
+      first_[b + 1] = first_[b] + p.kv_heads * ((p.kv_len[b] + kKeyBlock - 1) / kKeyBlock);
+    }
+    // Not value-initialized: every byte read is packed first.
+    keys_.reset(new T[static_cast<size_t>(first_[p.batch] * key_slot_)]);
+    values_.reset(new T[static_cast<size_t>(first_[p.batch] * value_slot_)]);
+    parallelFor(first_[p.batch], [&](int64_t begin, int64_t end) {
+      std::vector<T> staging(static_cast<size_t>(kKeyBlock * std::max(p.head_dim, p.value_dim)));
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = std::upper_bound(first_.begin(), first_.end(), item) - first_.begin() - 1;
+        const int64_t blocks = (p.kv_len[b] + kKeyBlock - 1) / kKeyBlock;
+        const int64_t n = (item - first_[b]) / blocks, j0 = ((item - first_[b]) % blocks) * kKeyBlock;
+        packBlock(item, k, v, b, n, j0, std::min(kKeyBlock, p.kv_len[b] - j0), staging);
+      }
+    });
+  }
+
+  // scores (rows x cols, ld cols) = q k^T for the key block at j0.
+  void scores(int64_t b, int64_t n, int64_t j0, int64_t rows, int64_t cols, const T* q, int64_t ldq,
+              float* out) const {
+    gemmPanels<T>(rows, cols, p_.head_dim, q, ldq, keys_.get() + slot(b, n, j0) * key_slot_, out, cols, false);
+  }
+  // acc (rows x dv) += probs v for the key block at j0; probs as asPackedOperand gives them.
+  void accumulate(int64_t b, int64_t n, int64_t j0, int64_t rows, int64_t cols, const T* probs, float* acc) const {
+    const int64_t even = cols + (cols & 1);
+    gemmPanels<T>(rows, p_.value_dim, even, probs, even, values_.get() + slot(b, n, j0) * value_slot_, acc,
+                  p_.value_dim, true);
+  }
+
+ private:
+  int64_t slot(int64_t b, int64_t n, int64_t j0) const {
+    return first_[b] + n * ((p_.kv_len[b] + kKeyBlock - 1) / kKeyBlock) + j0 / kKeyBlock;
+  }
+
+  void packBlock(int64_t item, const T* k, const T* v, int64_t b, int64_t n, int64_t j0, int64_t cols,
+                 std::vector<T>& staging) {
+    const int64_t d = p_.head_dim, dv = p_.value_dim, even = cols + (cols & 1);
+    for (int64_t j = 0; j < cols; ++j) {  // K^T: d x cols
+      const T* row = rowPtr(k, p_.k, b, n, j0 + j);
+      for (int64_t c = 0; c < d; ++c) staging[c * cols + j] = row[c];
+    }
+    packPanels<T>(d, cols, staging.data(), cols, keys_.get() + item * key_slot_);
+    for (int64_t j = 0; j < cols; ++j) std::copy_n(rowPtr(v, p_.v, b, n, j0 + j), dv, staging.data() + j * dv);
+    if (even != cols) std::fill_n(staging.data() + cols * dv, dv, T(0.0f));
+    packPanels<T>(even, dv, staging.data(), dv, values_.get() + item * value_slot_);
+  }
+
+  const AttentionProblem& p_;
+  std::vector<int64_t> first_;
+  const int64_t key_slot_, value_slot_;
+  std::unique_ptr<T[]> keys_, values_;
+};
+
+// to[j] = T(exp(s[j] - max)) (s may be overwritten); returns the sum of the float values.
+template <typename T>
+float expRowTo(float* s, int64_t n, float max, T* to, bool masked) {
+  const float sum = masked ? expRowSum<true>(s, n, max) : expRowSum<false>(s, n, max);  // each loop on its own vectorizes; fused they do not
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    toBFloat16(s, n, reinterpret_cast<uint16_t*>(to));
+  } else {
+    for (int64_t j = 0; j < n; ++j) to[j] = static_cast<T>(s[j]);
+  }
+  return sum;
+}
+
+// Probabilities (rows x cols floats) as the brgemm's left operand: T, rows of an even width, the
+// padding column zero (it meets the packed values' zero row).
+template <typename T>
+const T* asPackedOperand(const float* block, int64_t rows, int64_t cols, std::vector<T>& buffer) {
+  const int64_t even = cols + (cols & 1);
+  buffer.resize(static_cast<size_t>(rows * even));
+  for (int64_t r = 0; r < rows; ++r) {
+    T* to = buffer.data() + r * even;
+    if constexpr (std::is_same_v<T, c10::BFloat16>) {
+      toBFloat16(block + r * cols, cols, reinterpret_cast<uint16_t*>(to));
+    } else {
+      for (int64_t c = 0; c < cols; ++c) to[c] = static_cast<T>(block[r * cols + c]);
+    }
+    if (even != cols) to[cols] = T(0.0f);
+  }
+  return buffer.data();
+}
+
 template <typename T>
 void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                  const at::Tensor& out, const at::Tensor& softmax_max, const at::Tensor& softmax_sum,
@@ -422,6 +605,10 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
   const uint8_t* explicit_mask = explicitMaskOf(p);
   const float* pse = p.pse.defined() ? p.pse.const_data_ptr<float>() : nullptr;
   const float scale = static_cast<float>(p.scale);
+  std::optional<PackedKeyValues<T>> packed;
+  if (PackedKeyValues<T>::usable(p)) packed.emplace(p, k, v);
+  // Without a bias or dropout between them, the packed path fuses the row passes.
+  const bool fused_rows = packed && pse == nullptr && p.alibi_slopes.empty() && scale > 0.0f && !dropout.on();
 
   // Work items: (b, n, block of query rows).
   std::vector<int64_t> first_block(p.batch + 1, 0);
@@ -450,9 +637,47 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
         const BlockMask kind = masking.classify(b, i0, i0 + rows, j0, j0 + cols);
         if (kind == BlockMask::kAll) continue;
         // scores (rows x cols) = scale * q k^T
-        gemmNT<T>(rows, cols, d, scale, qrows, p.q.seq_stride, rowPtr(k, p.k, b, kvn, j0), p.k.seq_stride, 0.0f,
-                  scores.data(), cols);
-        biasAndMask(p, masking, kind, explicit_mask, pse, b, n, i0, rows, j0, cols, scores.data());
+        if (packed) {
+          packed->scores(b, kvn, j0, rows, cols, qrows, p.q.seq_stride, scores.data());
+          if (!fused_rows) scaleRow(scores.data(), rows * cols, scale);
+        } else {
+          gemmNT<T>(rows, cols, d, scale, qrows, p.q.seq_stride, rowPtr(k, p.k, b, kvn, j0), p.k.seq_stride, 0.0f,
+                    scores.data(), cols);
+        }
+        // A band-only mask leaves each row one visible run of keys: the fused path reads that run alone.
+        const bool band_only = fused_rows && explicit_mask == nullptr && p.mask.prefix.empty();
+        if (!band_only) biasAndMask(p, masking, kind, explicit_mask, pse, b, n, i0, rows, j0, cols, scores.data());
+        if (fused_rows) {
+          // One pass scales and finds the maximum, one exponentiates straight into the next GEMM's
+          // operand (scores are only masked here: scaling after the mask keeps -inf).
+          const int64_t even = cols + (cols & 1);
+          pbuf.resize(static_cast<size_t>(kQueryBlock * (kKeyBlock + 1)));
+          for (int64_t r = 0; r < rows; ++r) {
+            float* row = scores.data() + r * cols;
+            T* to = pbuf.data() + r * even;
+            int64_t first = 0, last = cols;  // the visible run [first, last)
+            if (band_only && kind == BlockMask::kPartial) {
+              // Compared before subtracting: an unbounded side is INT64_MIN / INT64_MAX.
+              const int64_t lo = masking.lo(b, i0 + r), hi = masking.hi(b, i0 + r);
+              first = lo <= j0 ? 0 : std::min(lo - j0, cols);
+              last = hi >= j0 + cols - 1 ? cols : std::max(hi < j0 ? 0 : hi - j0 + 1, first);
+            }
+            std::fill(to, to + first, T(0.0f));
+            std::fill(to + last, to + even, T(0.0f));
+            if (first == last) continue;
+            const float new_max = scaleRowMax(row + first, last - first, scale, m[r]);
+            if (new_max == kNegInf) {
+              std::fill(to + first, to + last, T(0.0f));
+              continue;
+            }
+            const float correction = m[r] == kNegInf ? 0.0f : std::exp(m[r] - new_max);
+            l[r] = l[r] * correction + expRowTo(row + first, last - first, new_max, to + first, !band_only);
+            m[r] = new_max;
+            if (correction != 1.0f) scaleRow(acc.data() + r * dv, dv, correction);
+          }
+          packed->accumulate(b, kvn, j0, rows, cols, pbuf.data(), acc.data());
+          continue;
+        }
         for (int64_t r = 0; r < rows; ++r) {
           float* row = scores.data() + r * cols;
           const float new_max = rowMax(row, cols, m[r]);
@@ -467,8 +692,14 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
           if (dropout.on()) dropout.apply(b, n, i0 + r, j0, cols, row);
         }
         // acc (rows x dv) += p v
-        const T* pv = asOperand<T>(scores.data(), rows, cols, cols, pbuf);
-        gemmNN<T>(rows, dv, cols, 1.0f, pv, cols, rowPtr(v, p.v, b, kvn, j0), p.v.seq_stride, 1.0f, acc.data(), dv);
+        if (packed) {
+          packed->accumulate(b, kvn, j0, rows, cols, asPackedOperand<T>(scores.data(), rows, cols, pbuf),
+                             acc.data());
+        } else {
+          const T* pv = asOperand<T>(scores.data(), rows, cols, cols, pbuf);
+          gemmNN<T>(rows, dv, cols, 1.0f, pv, cols, rowPtr(v, p.v, b, kvn, j0), p.v.seq_stride, 1.0f, acc.data(),
+                    dv);
+        }
       }
       for (int64_t r = 0; r < rows; ++r) {
         const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
@@ -482,6 +713,7 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
       }
       storeRows(o, p.out, b, n, i0, rows, dv, acc.data(), dv);
     }
+    if (packed) at::native::cpublas::brgemm_release();  // the matrix units' tile state of this thread
   });
 }
 
