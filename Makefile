@@ -6,7 +6,7 @@ DEPS_STAMP := $(VENV)/.deps-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
-.PHONY: all build test test-cpp test-cpp-asan test-python demo bench bench-deps system-deps clean conformance supported-ops optests \
+.PHONY: all build test test-cpp test-cpp-asan test-python demo bench bench-deps system-deps clean conformance supported-ops optests upstream-tests \
 	sanitize sanitize-tsan sanitize-adapter fuzz
 
 all: build
@@ -104,6 +104,14 @@ optests: build
 	@test -n "$(OPPLUGIN)" || { echo "usage: make optests OPPLUGIN=/path/to/op-plugin-checkout"; exit 2; }
 	$(VPY) -m pip install -q -r requirements-optests.txt
 	$(VPY) tools/optests/run.py $(OPPLUGIN) --jobs 2 --doc docs/conformance.md $(OPTESTS_ARGS)
+
+# Ascend/pytorch's own unit tests, unchanged, from its checkout: pytest per file, 2 at a time; prints a
+# table per test folder and failures by cause, and writes them into docs/conformance.md.
+# UPSTREAM_TESTS_ARGS="--dirs npu" or "--files npu/test_npu.py ..." runs part of them.
+upstream-tests: build
+	@test -n "$(PYTORCH_NPU)" || { echo "usage: make upstream-tests PYTORCH_NPU=/path/to/Ascend-pytorch-checkout"; exit 2; }
+	$(VPY) -m pip install -q -r requirements-upstream-tests.txt
+	$(VPY) tools/upstream_tests/run.py $(PYTORCH_NPU) --jobs 2 --doc docs/conformance.md $(UPSTREAM_TESTS_ARGS)
 
 # docs/supported_ops.md from the dispatcher registry of the installed build.
 supported-ops: build

@@ -3,6 +3,7 @@
 import sys as _sys
 
 from torch_npu.npu.device import (
+    can_device_access_peer,
     current_device,
     device,
     device_count,
@@ -29,7 +30,18 @@ from torch_npu.npu.streams import (
     StreamContext,
 )
 from torch_npu.npu.memory import (
+    caching_allocator_alloc,
+    caching_allocator_delete,
     empty_cache,
+    get_allocator_backend,
+    get_per_process_memory_fraction,
+    host_empty_cache,
+    host_memory_stats,
+    host_memory_stats_as_nested_dict,
+    ipc_collect,
+    memory_stats_as_nested_dict,
+    reset_accumulated_host_memory_stats,
+    reset_peak_host_memory_stats,
     max_memory_allocated,
     max_memory_cached,
     max_memory_reserved,
@@ -59,6 +71,24 @@ from torch_npu.npu.random import (
     set_rng_state_all,
 )
 from torch_npu.npu.format_config import config
+from torch_npu.npu.autocast_utils import (
+    get_autocast_dtype,
+    is_autocast_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
+from torch_npu.npu.storages import (
+    BFloat16Storage,
+    BoolStorage,
+    ByteStorage,
+    CharStorage,
+    DoubleStorage,
+    FloatStorage,
+    HalfStorage,
+    IntStorage,
+    LongStorage,
+    ShortStorage,
+)
 from torch_npu.npu.tensor_types import (
     BFloat16Tensor,
     BoolTensor,

@@ -257,3 +257,10 @@ class device_of(device):
 
     def __init__(self, obj):
         super().__init__(obj.get_device() if obj.is_npu else None)
+
+
+def can_device_access_peer(device_id, peer_device_id) -> bool:
+    """Whether `device_id` can read `peer_device_id`'s memory directly (as torch.cuda answers: False for
+    a device and itself). Every software NPU lives in this process's memory, so any two distinct
+    devices can."""
+    return _index(device_id) != _index(peer_device_id)  # _index names a device that does not exist

@@ -78,13 +78,108 @@ def empty_cache() -> None:
     torch.accelerator.empty_cache()
 
 
+_fractions = {}  # device index -> the fraction set_per_process_memory_fraction() last set
+
+
 def set_per_process_memory_fraction(fraction: float, device=None) -> None:
     """Cap this process's reserved memory on `device` at fraction * capacity."""
     if not isinstance(fraction, (int, float)):
         raise TypeError(f"fraction must be a float, got {type(fraction).__name__}")
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    _C._set_memory_fraction(float(fraction), _dev(device))
+    idx = _dev(device)
+    _C._set_memory_fraction(float(fraction), idx)
+    _fractions[idx] = float(fraction)
+
+
+def get_per_process_memory_fraction(device=None) -> float:
+    """The cap set_per_process_memory_fraction() put on `device` (1.0: the whole device)."""
+    return _fractions.get(_dev(device), 1.0)
+
+
+def memory_stats_as_nested_dict(device=None) -> dict:
+    """memory_stats() nested at its dots: {"allocated_bytes": {"all": {"current": ...}}, ...}."""
+    nested = {}
+    for key, value in memory_stats(device).items():
+        *path, leaf = key.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+# The pinned host allocator (pin_memory(), DataLoader(pin_memory=True)): PyTorch's caching host
+# allocator over the runtime's pinned memory.
+def host_empty_cache() -> None:
+    """Returns the pinned host memory that no tensor and no pending copy uses."""
+    _C._host_empty_cache()
+
+
+def host_memory_stats_as_nested_dict() -> dict:
+    """The pinned host allocator's statistics, nested as torch.cuda.host_memory_stats_as_nested_dict()."""
+    return _C._host_memory_stats()
+
+
+def host_memory_stats() -> "collections.OrderedDict[str, int]":
+    """The pinned host allocator's statistics with dotted keys ("allocated_bytes.current", ...), as
+    torch.cuda.host_memory_stats()."""
+    flat = []
+
+    def walk(prefix, obj):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            flat.append((prefix, obj))
+
+    walk("", host_memory_stats_as_nested_dict())
+    return collections.OrderedDict(sorted(flat))
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Zeroes the pinned host allocator's "allocated" / "freed" totals and timing counts."""
+    _C._host_reset_accumulated_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Resets the pinned host allocator's peaks to the current values."""
+    _C._host_reset_peak_stats()
+
+
+_raw_blocks = {}  # data pointer -> the tensor whose memory caching_allocator_alloc() handed out
+
+
+def caching_allocator_alloc(size, device=None, stream=None) -> int:
+    """`size` bytes from the caching allocator on `device` for `stream` (default: the current stream);
+    returns the address. Free it with caching_allocator_delete()."""
+    from torch_npu.npu.streams import current_stream, stream as use_stream
+
+    if not isinstance(size, int) or size < 0:
+        raise ValueError(f"caching_allocator_alloc: size must be a non-negative int, got {size!r}")
+    idx = _dev(device)
+    if stream is None:
+        stream = current_stream(idx)
+    elif isinstance(stream, int):
+        raise TypeError("caching_allocator_alloc: pass a torch.npu.Stream, not a raw stream handle")
+    with use_stream(stream):
+        block = torch.empty(max(size, 1), dtype=torch.uint8, device=f"npu:{idx}")
+    _raw_blocks[block.data_ptr()] = block
+    return block.data_ptr()
+
+
+def caching_allocator_delete(mem_ptr) -> None:
+    """Returns memory caching_allocator_alloc() handed out to the caching allocator."""
+    block = _raw_blocks.pop(int(mem_ptr), None)
+    if block is None:
+        raise ValueError(f"caching_allocator_delete: {mem_ptr:#x} was not allocated by caching_allocator_alloc")
+    del block
+
+
+def ipc_collect() -> None:
+    """Frees npu memory held only for other processes' IPC handles. The software NPU does not share
+    device memory between processes, so there is none: this only empties the unused cache."""
+    empty_cache()
 
 
 def _fmt(n: int) -> str:

@@ -74,10 +74,11 @@ def set_stream(stream: torch.Stream) -> None:
 
 
 class StreamContext:
-    """Makes `stream` current on its device (and that device current) inside a with block."""
+    """Makes `stream_ctx` current on its device (and that device current) inside a with block; None
+    does nothing."""
 
-    def __init__(self, stream):
-        self.stream = stream
+    def __init__(self, stream_ctx):
+        self.stream = stream_ctx
         self.prev_stream = None
         self.prev_device = None
 

@@ -1,0 +1,142 @@
+"""torch.npu's allocator-facing names that torch_npu has beyond torch.accelerator: the pinned host
+allocator's cache and statistics, raw caching-allocator blocks, nested statistics, the memory fraction,
+legacy typed storages, autocast switches and peer access."""
+
+import gc
+
+import pytest
+import torch
+
+import torch_npu  # noqa: F401
+
+
+def test_host_memory_stats_follow_pinned_tensors_and_empty_cache():
+    gc.collect()
+    torch.npu.synchronize()
+    torch.npu.host_empty_cache()
+    torch.npu.reset_accumulated_host_memory_stats()
+    base = torch.npu.host_memory_stats()
+    x = torch.randn(3000).pin_memory()
+    assert x.is_pinned()
+    held = torch.npu.host_memory_stats()
+    assert held["active_requests.current"] == base["active_requests.current"] + 1
+    assert held["allocated_bytes.current"] >= base["allocated_bytes.current"] + x.nbytes
+    assert held["num_host_alloc"] >= 1
+    nested = torch.npu.host_memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["current"] == held["allocated_bytes.current"]
+    del x
+    torch.npu.synchronize()
+    cached = torch.npu.host_memory_stats()
+    assert cached["active_requests.current"] == base["active_requests.current"]
+    assert cached["allocated_bytes.current"] == held["allocated_bytes.current"]  # kept in the cache
+    torch.npu.host_empty_cache()
+    emptied = torch.npu.host_memory_stats()
+    assert emptied["allocated_bytes.current"] == base["allocated_bytes.current"]
+    assert emptied["allocated_bytes.peak"] >= held["allocated_bytes.current"]
+    torch.npu.reset_peak_host_memory_stats()
+    assert torch.npu.host_memory_stats()["allocated_bytes.peak"] == emptied["allocated_bytes.current"]
+    torch.npu.reset_accumulated_host_memory_stats()
+    assert torch.npu.host_memory_stats()["allocated_bytes.allocated"] == 0
+
+
+def test_caching_allocator_alloc_and_delete_are_allocator_blocks():
+    torch.npu.synchronize()
+    before = torch.npu.memory_allocated()
+    ptr = torch.npu.caching_allocator_alloc(1 << 20)
+    assert isinstance(ptr, int) and ptr != 0
+    assert torch.npu.memory_allocated() >= before + (1 << 20)
+    side = torch.npu.Stream()
+    ptr2 = torch.npu.caching_allocator_alloc(4096, device=0, stream=side)
+    torch.npu.caching_allocator_delete(ptr)
+    torch.npu.caching_allocator_delete(ptr2)
+    assert torch.npu.memory_allocated() == before
+    with pytest.raises(ValueError, match="not allocated by caching_allocator_alloc"):
+        torch.npu.caching_allocator_delete(ptr)
+    with pytest.raises(ValueError, match="non-negative"):
+        torch.npu.caching_allocator_alloc(-1)
+
+
+def test_memory_stats_as_nested_dict_matches_flat_stats():
+    keep = torch.ones(1000, device="npu")
+    flat = torch.npu.memory_stats()
+    nested = torch.npu.memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["all"]["current"] == flat["allocated_bytes.all.current"] > 0
+    assert nested["num_alloc_retries"] == flat["num_alloc_retries"]
+    del keep
+
+
+def test_per_process_memory_fraction_reads_back():
+    assert torch.npu.get_per_process_memory_fraction() == 1.0
+    try:
+        torch.npu.set_per_process_memory_fraction(0.5)
+        assert torch.npu.get_per_process_memory_fraction(0) == 0.5
+        free, total = torch.npu.mem_get_info()
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(int(total * 0.6), dtype=torch.uint8, device="npu")
+    finally:
+        torch.npu.set_per_process_memory_fraction(1.0)
+    torch.npu.empty_cache()
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_legacy_typed_storages_live_on_npu():
+    for cls, dtype in ((torch.npu.FloatStorage, torch.float32), (torch.npu.HalfStorage, torch.float16),
+                       (torch.npu.LongStorage, torch.int64), (torch.npu.BoolStorage, torch.bool)):
+        s = cls(6)
+        assert s.device.type == "npu" and s.dtype == dtype and s.size() == 6
+        s.fill_(1)
+        assert torch.equal(torch.tensor([], dtype=dtype, device="npu").set_(s).cpu(), torch.ones(6, dtype=dtype))
+        assert isinstance(torch.zeros(2, dtype=dtype, device="npu").storage(), cls)
+        assert not isinstance(torch.zeros(2, dtype=dtype).storage(), cls)  # a CPU storage is not one
+    data = torch.npu.IntStorage([1, 2, 3])
+    assert data.tolist() == [1, 2, 3]
+    with pytest.raises(RuntimeError, match="not available for npu storage"):
+        torch.npu.FloatStorage.from_buffer(b"\0" * 8, "little")
+
+
+def test_autocast_switches_are_torch_autocast_state():
+    assert not torch.npu.is_autocast_enabled()
+    assert torch.npu.get_autocast_dtype() == torch.float16
+    with torch.autocast("npu", dtype=torch.bfloat16):
+        assert torch.npu.is_autocast_enabled()
+        assert torch.npu.get_autocast_dtype() == torch.bfloat16
+    prev = torch.npu.get_autocast_dtype()
+    try:
+        torch.npu.set_autocast_enabled(True)
+        torch.npu.set_autocast_dtype(torch.bfloat16)
+        a = torch.randn(4, 4, device="npu")
+        assert (a @ a).dtype == torch.bfloat16  # matmul autocasts as inside torch.autocast("npu")
+    finally:
+        torch.npu.set_autocast_enabled(False)
+        torch.npu.set_autocast_dtype(prev)
+    assert (a @ a).dtype == torch.float32
+    with pytest.raises(ValueError, match="float16 or torch.bfloat16"):
+        torch.npu.set_autocast_dtype(torch.float64)
+    with pytest.raises(TypeError):
+        torch.npu.set_autocast_enabled("yes")
+
+
+def test_can_device_access_peer():
+    n = torch.npu.device_count()
+    assert torch.npu.can_device_access_peer(0, 0) is False
+    if n > 1:
+        assert torch.npu.can_device_access_peer(0, 1) is True
+        # And the access works: a copy between the devices is exact.
+        x = torch.randn(100, device="npu:0")
+        assert torch.equal(x.to("npu:1").cpu(), x.cpu())
+    with pytest.raises(RuntimeError, match=f"npu:{n} does not exist"):
+        torch.npu.can_device_access_peer(0, n)
+
+
+def test_stream_context_takes_stream_ctx():
+    s = torch.npu.Stream()
+    with torch.npu.StreamContext(stream_ctx=s):
+        assert torch.npu.current_stream() == s
+    with torch.npu.StreamContext(None):
+        pass
+
+
+def test_ipc_collect_keeps_live_tensors():
+    x = torch.arange(10, device="npu")
+    torch.npu.ipc_collect()
+    assert torch.equal(x.cpu(), torch.arange(10))
