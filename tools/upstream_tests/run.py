@@ -193,7 +193,18 @@ def main(argv=None):
     parser.add_argument("--rerun-failed", help="re-run the files that failed in this results.json, merged into it")
     parser.add_argument("--json", type=Path, default=Path("build/upstream_tests/results.json"))
     parser.add_argument("--doc", type=Path, help="write the tables into this markdown file's upstream-tests section")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: print (and with --doc write) the tables of the results in --json")
     args = parser.parse_args(argv)
+    if args.report_only:
+        saved = json.loads(args.json.read_text())
+        fields = set(FileResult.__dataclass_fields__)
+        results = [FileResult(**{k: v for k, v in d.items() if k in fields}) for d in saved["files"]]
+        for line in summary_lines(results):
+            print(line)
+        if args.doc:
+            write_doc(args.doc, results, saved["meta"])
+        return 0
     if args.jobs < 1:
         raise SystemExit("error: --jobs must be at least 1")
     test_root = find_test_root(args.pytorch_npu.resolve())
@@ -219,6 +230,8 @@ def main(argv=None):
             r = future.result()
             results.append(r)
             print(file_line(r), flush=True)
+            _save(args.json, results, {"test_root": str(test_root), "seconds": round(time.monotonic() - started),
+                                       "selection": f"the first {len(results)} files of a run in progress"})
     meta = {"test_root": str(test_root), "seconds": round(time.monotonic() - started),
             "selection": "chosen files" if args.files else "folders " + ", ".join(args.dirs)}
     if args.rerun_failed:
@@ -226,12 +239,17 @@ def main(argv=None):
     print()
     for line in summary_lines(results):
         print(line)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"meta": meta, "files": [asdict(r) for r in results]}, indent=1))
+    _save(args.json, results, meta)
     if args.doc:
         write_doc(args.doc, results, meta)
         print(f"\ntables written to {args.doc}")
     return 0
+
+
+def _save(path: Path, results, meta):
+    """Results so far: a stopped run still leaves what it measured (see --report-only)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": meta, "files": [asdict(r) for r in results]}, indent=1))
 
 
 def file_line(r: FileResult) -> str:
