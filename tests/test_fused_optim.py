@@ -5,11 +5,13 @@ the number of parameters."""
 import copy
 import io
 
+import math
+
 import pytest
 import torch
 
-from torch_npu.optim import (NpuFusedAdadelta, NpuFusedAdam, NpuFusedAdamW, NpuFusedLamb, NpuFusedRMSprop,
-                             NpuFusedSGD)
+from torch_npu.optim import (NpuFusedAdadelta, NpuFusedAdam, NpuFusedAdamP, NpuFusedAdamW, NpuFusedBertAdam,
+                             NpuFusedLamb, NpuFusedRMSprop, NpuFusedRMSpropTF, NpuFusedSGD)
 from torch_npu.utils import is_combined_tensor_valid, npu_combine_tensors
 
 STEPS = 6
@@ -92,10 +94,8 @@ def _lamb_reference(params, grads, states, step, lr, betas, eps, wd):
     for p, g, s in zip(params, grads, states):
         s["m"] = b1 * s["m"] + (1 - b1) * g
         s["v"] = b2 * s["v"] + (1 - b2) * g * g
-        m_hat = s["m"] / (1 - b1**step)
-        v_hat = s["v"] / (1 - b2**step)
-        update = m_hat / (v_hat.sqrt() + eps) + wd * p
-        w_norm, u_norm = p.norm(), update.norm()
+        update = s["m"] / (s["v"].sqrt() + eps) + wd * p  # torch_npu's LAMB: no bias correction
+        w_norm, u_norm = p.norm().clamp(max=10.0), update.norm()
         trust = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
         p -= lr * trust * update
 
@@ -125,8 +125,9 @@ def test_lamb_trust_ratio_is_per_parameter():
     opt = NpuFusedLamb([a, b], lr=0.1)
     (a.sum() + b.sum()).backward()
     opt.step()
-    # update u = m_hat/(sqrt(v_hat)+eps) ~ 1 per element, so |delta| = lr * ||w|| / ||u|| ~ lr * |w|.
-    torch.testing.assert_close((10.0 - a.detach()).cpu(), torch.full((4,), 1.0), rtol=1e-4, atol=1e-4)
+    # u has equal elements, so |delta| = lr * min(||w||, 10) / ||u|| * u = lr * min(||w||, 10) / 2 here:
+    # ||a|| = 20 is clamped to 10.
+    torch.testing.assert_close((10.0 - a.detach()).cpu(), torch.full((4,), 0.5), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close((0.01 - b.detach()).cpu(), torch.full((4,), 1e-3), rtol=1e-3, atol=1e-6)
 
 
@@ -203,3 +204,129 @@ def test_npu_combine_tensors_keeps_values_and_identity():
 def test_bad_arguments_raise_clear_errors(cls, kwargs, message):
     with pytest.raises(ValueError, match=message):
         cls(_model().npu().parameters(), **kwargs)
+
+
+def _rmsprop_tf_reference(params, grads, states, step, lr=1e-2, alpha=0.9, eps=1e-10, wd=0.0, momentum=0.0,
+                          centered=False, decoupled=False, lr_in_momentum=True):
+    """timm's RMSpropTF per parameter, written plainly."""
+    for i, (p, g, s) in enumerate(zip(params, grads, states)):
+        if "sq" not in s:
+            s.update(sq=torch.ones_like(p), buf=torch.zeros_like(p), gavg=torch.zeros_like(p))
+        if wd:
+            if decoupled:
+                p.mul_(1 - lr * wd)
+            else:
+                g = g + wd * p
+        s["sq"] = s["sq"] + (1 - alpha) * (g * g - s["sq"])
+        if centered:
+            s["gavg"] = s["gavg"] + (1 - alpha) * (g - s["gavg"])
+            avg = (s["sq"] - s["gavg"] ** 2 + eps).sqrt()
+        else:
+            avg = (s["sq"] + eps).sqrt()
+        if momentum > 0:
+            if lr_in_momentum:
+                s["buf"] = momentum * s["buf"] + lr * g / avg
+                p -= s["buf"]
+            else:
+                s["buf"] = momentum * s["buf"] + g / avg
+                p -= lr * s["buf"]
+        else:
+            p -= lr * g / avg
+
+
+def _bert_adam_reference(params, grads, states, step, lr, warmup, t_total, b1=0.9, b2=0.999, e=1e-6, wd=0.01,
+                         max_grad_norm=1.0):
+    """BertAdam over one combined group, written plainly: clip by the group's norm, no bias correction,
+    the warmup_linear schedule."""
+    if max_grad_norm > 0:
+        norm = torch.sqrt(sum((g * g).sum() for g in grads))
+        coef = max_grad_norm / (norm + 1e-6)
+        if coef < 1:
+            grads = [g * coef for g in grads]
+    x = (step - 1) / t_total
+    scheduled = lr * (x / warmup if x < warmup else max((x - 1.0) / (warmup - 1.0), 0.0))
+    for p, g, s in zip(params, grads, states):
+        s["m"] = b1 * s["m"] + (1 - b1) * g
+        s["v"] = b2 * s["v"] + (1 - b2) * g * g
+        p -= scheduled * (s["m"] / (s["v"].sqrt() + e) + wd * p)
+
+
+def _adamp_reference(params, grads, states, step, lr=1e-2, betas=(0.9, 0.999), eps=1e-8, wd=1e-2, delta=0.1,
+                     wd_ratio=0.1, nesterov=False):
+    """clovaai's AdamP per parameter, written plainly."""
+    b1, b2 = betas
+    for p, g, s in zip(params, grads, states):
+        s["m"] = b1 * s["m"] + (1 - b1) * g
+        s["v"] = b2 * s["v"] + (1 - b2) * g * g
+        denom = s["v"].sqrt() / math.sqrt(1 - b2 ** step) + eps
+        perturb = (b1 * s["m"] + (1 - b1) * g) / denom if nesterov else s["m"] / denom
+        ratio = 1.0
+        if p.dim() > 1:
+            for view in (lambda t: t.reshape(t.size(0), -1), lambda t: t.reshape(1, -1)):
+                cos = torch.nn.functional.cosine_similarity(view(g), view(p), dim=1, eps=eps).abs()
+                if cos.max() < delta / math.sqrt(view(p).size(1)):
+                    shape = [-1] + [1] * (p.dim() - 1)
+                    p_n = p / (view(p).norm(dim=1).view(shape) + eps)
+                    perturb = perturb - p_n * view(p_n * perturb).sum(dim=1).view(shape)
+                    ratio = wd_ratio
+                    s["projected"] = True
+                    break
+        if wd > 0:
+            p.mul_(1 - lr * wd * ratio)
+        p -= lr / (1 - b1 ** step) * perturb
+
+
+def _check_against(opt_factory, reference, model_factory=_model, steps=STEPS, tol=(1e-5, 1e-6)):
+    model = model_factory().npu()
+    opt = opt_factory(model.parameters())
+    states = [{"m": torch.zeros_like(p, dtype=torch.float64, device="cpu"),
+               "v": torch.zeros_like(p, dtype=torch.float64, device="cpu")} for p in model.parameters()]
+    for step, (x, y) in enumerate(_batches(steps), start=1):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x.npu()), y.npu()).backward()
+        grads = [p.grad.detach().cpu().double() for p in model.parameters()]
+        ref_params = [p.detach().cpu().double().clone() for p in model.parameters()]
+        opt.step()
+        reference(ref_params, grads, states, step)
+        for p, r in zip(model.parameters(), ref_params):
+            torch.testing.assert_close(p.detach().cpu().double(), r, rtol=tol[0], atol=tol[1])
+    return states
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(weight_decay=1e-2, momentum=0.9),
+                                    dict(centered=True, momentum=0.5, lr_in_momentum=False),
+                                    dict(weight_decay=0.1, decoupled_decay=True)],
+                         ids=["plain", "wd_momentum", "centered", "decoupled"])
+def test_rmsprop_tf_matches_timm_reference(kwargs):
+    ref_kw = dict(wd=kwargs.get("weight_decay", 0.0), momentum=kwargs.get("momentum", 0.0),
+                  centered=kwargs.get("centered", False), decoupled=kwargs.get("decoupled_decay", False),
+                  lr_in_momentum=kwargs.get("lr_in_momentum", True))
+    _check_against(lambda ps: NpuFusedRMSpropTF(ps, lr=1e-2, **kwargs),
+                   lambda p, g, s, step: _rmsprop_tf_reference(p, g, s, step, **ref_kw))
+
+
+def test_bert_adam_matches_reference_with_clipping_and_warmup():
+    _check_against(lambda ps: NpuFusedBertAdam(ps, lr=5e-2, warmup=0.3, t_total=STEPS, max_grad_norm=0.05),
+                   lambda p, g, s, step: _bert_adam_reference(p, g, s, step, 5e-2, 0.3, STEPS, max_grad_norm=0.05))
+    with pytest.raises(ValueError, match="lr is required"):
+        NpuFusedBertAdam([torch.nn.Parameter(torch.ones(2, device="npu"))])
+    with pytest.raises(ValueError, match="schedule"):
+        NpuFusedBertAdam([torch.nn.Parameter(torch.ones(2, device="npu"))], lr=1.0, schedule="warmup_cubic")
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_adamp_matches_reference(nesterov):
+    def conv_model():  # a convolution before batch norm is scale-invariant: its update gets projected
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Unflatten(1, (6, 1, 1)), torch.nn.Conv2d(6, 8, 1),
+                                   torch.nn.BatchNorm2d(8), torch.nn.Flatten(), torch.nn.Linear(8, 3))
+    states = _check_against(lambda ps: NpuFusedAdamP(ps, lr=1e-2, weight_decay=1e-2, nesterov=nesterov),
+                   lambda p, g, s, step: _adamp_reference(p, g, s, step, nesterov=nesterov), model_factory=conv_model)
+    assert states[0].get("projected") and not states[-2].get("projected")  # conv weight yes, head no
+
+
+def test_lamb_global_grad_norm_divides_large_gradients():
+    def reference(params, grads, states, step):
+        norm = torch.sqrt(sum((g * g).sum() for g in grads)).clamp(min=1.0)
+        _lamb_reference(params, [g / norm for g in grads], states, step, 0.02, (0.9, 0.999), 1e-6, 0.0)
+    _check_against(lambda ps: NpuFusedLamb(ps, lr=0.02, use_global_grad_norm=True), reference)

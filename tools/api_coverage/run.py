@@ -56,15 +56,16 @@ def resolve(name):
 
 
 def our_params(obj):
-    """[(name, kind letter, has default)] as the reference writes them, or None when not introspectable."""
+    """[(name, kind, has default)] with the reference's kinds (P positional, K keyword-only, V *args,
+    W **kwargs), or None when not introspectable."""
     target = obj.__init__ if inspect.isclass(obj) else obj
     try:
         sig = inspect.signature(target)
     except (TypeError, ValueError):
         return None
-    kinds = {inspect.Parameter.POSITIONAL_ONLY: "P", inspect.Parameter.POSITIONAL_OR_KEYWORD: "PK",
-             inspect.Parameter.KEYWORD_ONLY: "K", inspect.Parameter.VAR_POSITIONAL: "*",
-             inspect.Parameter.VAR_KEYWORD: "**"}
+    kinds = {inspect.Parameter.POSITIONAL_ONLY: "P", inspect.Parameter.POSITIONAL_OR_KEYWORD: "P",
+             inspect.Parameter.KEYWORD_ONLY: "K", inspect.Parameter.VAR_POSITIONAL: "V",
+             inspect.Parameter.VAR_KEYWORD: "W"}
     params = [(p.name, kinds[p.kind], p.default is not inspect.Parameter.empty) for p in sig.parameters.values()]
     if inspect.isclass(obj) and params and params[0][0] == "self":
         params = params[1:]
@@ -72,22 +73,30 @@ def our_params(obj):
 
 
 def signature_difference(ref_params, ours):
-    """A short description of how our parameters differ from upstream's, or "" when they agree.
-    Names and order of upstream's parameters count; extra trailing parameters with defaults and a
-    catch-all *args / **kwargs on our side are accepted."""
+    """How our parameters differ from upstream's, or "" when they agree: upstream's positional parameters
+    in the same order under the same names, its keyword-only ones accepted by name, and nothing extra
+    that must be passed. An upstream (*args, **kwargs) says nothing to compare."""
     if ours is None or ref_params is None:
         return ""
-    if any(k in ("*", "**") for _, k, _ in ours) and not [p for p in ours if p[1] not in ("*", "**")]:
+    ref_pos = [n for n, k, _ in ref_params if k == "P"]
+    if ref_pos and ref_pos[0] in ("self", "cls"):
+        ref_pos = ref_pos[1:]
+    ref_kw = [n for n, k, _ in ref_params if k == "K"]
+    if not ref_pos and not ref_kw:
+        return ""
+    our_pos = [n for n, k, _ in ours if k == "P"]
+    our_names = {n for n, k, _ in ours if k in ("P", "K")}
+    var_pos, var_kw = any(k == "V" for _, k, _ in ours), any(k == "W" for _, k, _ in ours)
+    if not our_pos and var_pos and var_kw:
         return ""  # a generic (*args, **kwargs) wrapper
-    ref_names = [p[0] for p in ref_params if p[1] not in ("*", "**")]
-    our_names = [p[0] for p in ours if p[1] not in ("*", "**")]
-    if ref_names and ref_names[0] in ("self", "cls"):
-        ref_names = ref_names[1:]
-    if our_names[:len(ref_names)] != ref_names:
-        return f"upstream ({', '.join(ref_names)}) vs ours ({', '.join(our_names)})"
-    extra = [p for p in ours[len(ref_names):] if p[1] not in ("*", "**") and not p[2]]
+    if our_pos[:len(ref_pos)] != ref_pos:
+        return f"upstream ({', '.join(ref_pos)}) vs ours ({', '.join(our_pos)})"
+    lacking = [n for n in ref_kw if n not in our_names]
+    if lacking and not var_kw:
+        return f"ours lacks keyword {', '.join(lacking)}"
+    extra = [n for n, k, d in ours if n not in ref_pos and n not in ref_kw and k in ("P", "K") and not d]
     if extra:
-        return f"ours requires extra {', '.join(p[0] for p in extra)}"
+        return f"ours requires extra {', '.join(extra)}"
     return ""
 
 

@@ -47,8 +47,8 @@ class NpuFusedOptimizerBase(torch.optim.Optimizer):
 
     _has_step = True
 
-    def __init__(self, params, defaults):
-        super().__init__(params, defaults)
+    def __init__(self, params, default):
+        super().__init__(params, default)
         self._buckets: Dict[int, List[_Bucket]] = {}
 
     # --- subclass interface -------------------------------------------------------------------

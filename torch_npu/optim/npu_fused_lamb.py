@@ -6,19 +6,20 @@ from torch_npu.optim._fused_base import NpuFusedOptimizerBase
 
 
 class NpuFusedLamb(NpuFusedOptimizerBase):
-    """LAMB (You et al., "Large Batch Optimization for Deep Learning"). Per parameter w:
+    """LAMB (You et al., "Large Batch Optimization for Deep Learning") as torch_npu computes it. Per
+    parameter w:
 
-        m = b1*m + (1-b1)*g;   v = b2*v + (1-b2)*g*g
-        u = m_hat / (sqrt(v_hat) + eps) + weight_decay * w     (m_hat, v_hat bias-corrected)
-        w -= lr * (||w|| / ||u||) * u                          (ratio 1 when either norm is 0)
+        m = b1*m + (1-b1)*g;   v = b2*v + (1-b2)*g*g          (no bias correction)
+        u = m / (sqrt(v) + eps) + weight_decay * w
+        w -= lr * (min(||w||, 10) / ||u||) * u                 (ratio 1 when either norm is 0)
 
-    `adam=True` drops the trust ratio (plain Adam with decoupled weight decay);
-    `bias_correction=False` uses m and v as they are. The per-parameter norms come from one
+    `adam=True` drops the trust ratio; `use_global_grad_norm=True` first divides every gradient by
+    the norm of all of them together when that norm exceeds 1. The per-parameter norms come from one
     foreach op over views of the combined buffers.
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, adam=False,
-                 bias_correction=True):
+                 use_global_grad_norm=False):
         if lr < 0.0:
             raise ValueError(f"NpuFusedLamb: invalid learning rate {lr} (must be >= 0)")
         if eps < 0.0:
@@ -27,30 +28,46 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
             raise ValueError(f"NpuFusedLamb: invalid betas {betas} (each must be in [0, 1))")
         if weight_decay < 0.0:
             raise ValueError(f"NpuFusedLamb: invalid weight_decay {weight_decay} (must be >= 0)")
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adam=adam,
-                        bias_correction=bias_correction)
-        super().__init__(params, defaults)
+        self.adam = adam
+        self.use_global_grad_norm = use_global_grad_norm
+        self._grad_divisor = None
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     def _state_names(self, group):
         return ["exp_avg", "exp_avg_sq"]
 
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._grad_divisor = None
+        if self.use_global_grad_norm:
+            squares = [bucket.flat_grad.float().pow(2).sum() for index, group in enumerate(self.param_groups)
+                       for bucket in self._group_buckets(index, group)]
+            if squares:
+                # max(norm, 1): gradients are divided only when their global norm exceeds 1 (no sync).
+                device = squares[0].device
+                self._grad_divisor = torch.stack([q.to(device) for q in squares]).sum().sqrt().clamp(min=1.0)
+        super().step()
+        return loss
+
     def _update(self, group, bucket, step):
         param, grad = bucket.flat_param, bucket.flat_grad
+        if self._grad_divisor is not None:
+            grad = grad / self._grad_divisor.to(grad.device, grad.dtype)
         exp_avg, exp_avg_sq = bucket.flat_state["exp_avg"], bucket.flat_state["exp_avg_sq"]
         (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
         exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        if group["bias_correction"]:
-            m_hat, v_hat = exp_avg / (1 - beta1**step), exp_avg_sq / (1 - beta2**step)
-        else:
-            m_hat, v_hat = exp_avg, exp_avg_sq
-        update = m_hat / (v_hat.sqrt() + eps)
+        update = exp_avg / (exp_avg_sq.sqrt() + eps)
         if wd != 0:
             update.add_(param, alpha=wd)
-        if group["adam"]:
+        if self.adam:
             param.add_(update, alpha=-group["lr"])
             return
-        weight_norms = torch.stack(torch._foreach_norm(bucket.views(param)))
+        weight_norms = torch.stack(torch._foreach_norm(bucket.views(param))).clamp(max=10.0)
         update_norms = torch.stack(torch._foreach_norm(bucket.views(update)))
         trust = torch.where((weight_norms > 0) & (update_norms > 0), weight_norms / update_norms,
                             torch.ones_like(weight_norms))

@@ -6,8 +6,8 @@ from typing import Iterable, List, Optional
 import torch
 
 
-def npu_combine_tensors(tensors: Iterable[torch.Tensor], require_copy_value: bool = True) -> Optional[torch.Tensor]:
-    """Allocate one flat buffer holding every tensor in `tensors` back to back, and re-point each
+def npu_combine_tensors(list_of_tensor: Iterable[torch.Tensor], require_copy_value: bool = True) -> Optional[torch.Tensor]:
+    """Allocate one flat buffer holding every tensor in `list_of_tensor` back to back, and re-point each
     tensor's `.data` to its slice of the buffer (the tensor objects stay the same, so parameters,
     gradients and optimizer state keep their identity). Afterwards an in-place op on the buffer
     updates all tensors at once.
@@ -15,7 +15,7 @@ def npu_combine_tensors(tensors: Iterable[torch.Tensor], require_copy_value: boo
     All tensors must share a device and dtype. `require_copy_value=False` skips copying the old
     values (the buffer starts zeroed). Returns the buffer, or None for an empty list.
     """
-    tensors = list(tensors)
+    tensors = list(list_of_tensor)
     if not tensors:
         return None
     for i, t in enumerate(tensors):
@@ -42,8 +42,9 @@ def npu_combine_tensors(tensors: Iterable[torch.Tensor], require_copy_value: boo
     return combined
 
 
-def get_part_combined_tensor(combined: torch.Tensor, index: int, size: int) -> torch.Tensor:
+def get_part_combined_tensor(combined_tensor: torch.Tensor, index: int, size: int) -> torch.Tensor:
     """The `size` elements of a combined buffer starting at element `index` (a view, not a copy)."""
+    combined = combined_tensor
     if index < 0 or size < 0 or index + size > combined.numel():
         raise ValueError(
             f"get_part_combined_tensor: [{index}, {index + size}) is outside the combined buffer of "
@@ -52,9 +53,10 @@ def get_part_combined_tensor(combined: torch.Tensor, index: int, size: int) -> t
     return combined[index:index + size]
 
 
-def is_combined_tensor_valid(combined: Optional[torch.Tensor], tensors: List[torch.Tensor]) -> bool:
-    """True when every tensor still lives in `combined` at consecutive offsets (nothing replaced its
+def is_combined_tensor_valid(combined_tensor: Optional[torch.Tensor], list_of_tensor: List[torch.Tensor]) -> bool:
+    """True when every tensor of `list_of_tensor` still lives in `combined_tensor` at consecutive offsets (nothing replaced its
     storage since npu_combine_tensors, e.g. by `module.to()` or `param.data = ...`)."""
+    combined, tensors = combined_tensor, list_of_tensor
     if combined is None:
         return False
     base = combined.data_ptr()

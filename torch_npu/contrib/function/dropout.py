@@ -26,12 +26,12 @@ class _DropoutByteMask(torch.autograd.Function):
         return grad * mask * (1.0 / (1.0 - ctx.p)), None, None
 
 
-def dropout_with_byte_mask(input, p=0.5, training=True, inplace=False):
+def dropout_with_byte_mask(input1, p=0.5, training=True, inplace=False):
     """Zero each element with probability p and scale the rest by 1 / (1 - p) (identity when not training)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
-        return input
+        return input1
     if p == 1.0:
-        return input.mul_(0) if inplace else input * 0
-    return _DropoutByteMask.apply(input, float(p), inplace)
+        return input1.mul_(0) if inplace else input1 * 0
+    return _DropoutByteMask.apply(input1, float(p), inplace)
