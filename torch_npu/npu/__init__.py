@@ -160,6 +160,7 @@ from torch_npu.npu.dump import finalize_dump, init_dump, set_dump  # noqa: E402
 from torch_npu.npu.utils import clear_npu_overflow_flag, get_npu_overflow_flag, npu_check_overflow  # noqa: E402
 from torch_npu.npu import _gpu_trace, _sanitizer  # noqa: E402,F401  (the stream-race checker)
 from torch_npu.npu import memory  # noqa: E402  (torch.npu.memory._record_memory_history, ...)
+from torch_npu.npu.mstx import mstx  # noqa: E402  (the class, as torch_npu binds it; the module stays importable)
 from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)
 
 # `import torch.npu.amp` / `from torch.npu.amp import GradScaler` find this module instead of loading a

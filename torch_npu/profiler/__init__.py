@@ -11,13 +11,13 @@
 See docs/profiling.md for the files and how to read them."""
 
 from . import dynamic_profile
-from .experimental_config import (AiCMetrics, ExportType, ProfilerLevel, _ExperimentalConfig,
+from .experimental_config import (AiCMetrics, ExportType, HostSystem, ProfilerLevel, _ExperimentalConfig,
                                   supported_ai_core_metrics, supported_export_type, supported_profiler_level)
 from .profiler import ProfilerActivity, analyse, profile, supported_activities, tensorboard_trace_handler
 from .scheduler import ProfilerAction
 from .scheduler import Schedule as schedule
 
 __all__ = ["profile", "ProfilerActivity", "supported_activities", "tensorboard_trace_handler", "schedule",
-           "ProfilerAction", "_ExperimentalConfig", "ProfilerLevel", "AiCMetrics", "ExportType",
+           "ProfilerAction", "_ExperimentalConfig", "ProfilerLevel", "AiCMetrics", "ExportType", "HostSystem",
            "supported_profiler_level", "supported_ai_core_metrics", "supported_export_type", "dynamic_profile",
            "analyse"]

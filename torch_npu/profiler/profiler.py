@@ -48,6 +48,14 @@ def _check_activities(activities) -> set:
     return acts
 
 
+_ACTIVE: list = []  # experimental configs of the profiles recording now
+
+
+def _mstx_records(domain: str) -> bool:
+    """Whether a recording profile takes torch.npu.mstx markers of `domain`."""
+    return any(config.mstx_domain_recorded(domain) for config in _ACTIVE)
+
+
 class profile(torch.profiler.profile):
     """torch_npu.profiler.profile(activities, schedule, on_trace_ready, record_shapes, profile_memory,
     with_stack, with_flops, with_modules, experimental_config): PyTorch's profiler (start / stop / step,
@@ -94,8 +102,11 @@ class profile(torch.profiler.profile):
     def start_trace(self) -> None:
         self._npu_window = (time.time_ns(), 0)
         super().start_trace()
+        _ACTIVE.append(self._npu_experimental)  # torch.npu.mstx records while a window is open
 
     def stop_trace(self) -> None:
+        if self._npu_experimental in _ACTIVE:
+            _ACTIVE.remove(self._npu_experimental)
         super().stop_trace()
         self._npu_window = (self._npu_window[0], time.time_ns())
         host = _collect.host_data(self.profiler, self._npu_common["profile_memory"])
