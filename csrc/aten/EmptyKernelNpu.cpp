@@ -1,5 +1,7 @@
 // EmptyKernelNpu.cpp - uninitialised npu tensors (NPUStorageImpl storages from the caching allocator).
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/TensorFactories.h>
 
 #include "csrc/aten/ElementwiseFastPath.h"
 #include "csrc/aten/NpuNativeFunctions.h"
@@ -22,6 +24,16 @@ c10::Storage npuStorage(size_t nbytes) {
   c10::Allocator* allocator = c10_npu::NPUCachingAllocator::get();
   return c10::Storage(makeNpuStorage(c10::StorageImpl::use_byte_size_t(), static_cast<int64_t>(nbytes),
                                      allocator->allocate(nbytes), allocator, /*resizable=*/true));
+}
+
+// torch.use_deterministic_algorithms(True) with torch.utils.deterministic.fill_uninitialized_memory
+// (its default): a new tensor reads NaN (floating) or the largest value (integers), as on CUDA.
+at::Tensor& fillIfDeterministic(at::Tensor& t) {
+  if (C10_UNLIKELY(at::globalContext().deterministicAlgorithms() &&
+                   at::globalContext().deterministicFillUninitializedMemory())) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
 }
 
 void checkOptions(std::optional<at::Layout> layout, std::optional<bool> pin_memory) {
@@ -47,7 +59,7 @@ at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
   if (memory_format.has_value() && *memory_format != at::MemoryFormat::Contiguous) {
     t.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
   }
-  return t;
+  return fillIfDeterministic(t);
 }
 
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
@@ -61,7 +73,7 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
       npuStorage(at::detail::computeStorageNbytes(size, stride, meta.itemsize())),
       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta);
   t.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
-  return t;
+  return fillIfDeterministic(t);
 }
 
 at::Tensor emptyDense(at::IntArrayRef size, at::IntArrayRef stride, at::ScalarType dtype,

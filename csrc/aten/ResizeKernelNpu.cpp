@@ -1,6 +1,7 @@
 // ResizeKernelNpu.cpp - resize_ and the set_ overloads for npu tensors (storage grows through the hooks).
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
 #include <c10/util/strides.h>
 
 #include "csrc/aten/NpuNativeFunctions.h"
@@ -40,9 +41,15 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
   if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
     impl->empty_tensor_restride(*memory_format);
   }
+  const int64_t old_nbytes = static_cast<int64_t>(self.storage().nbytes());
   ensureStorageBytes(self, at::detail::computeStorageNbytes(self.sizes(), self.strides(),
                                                             self.dtype().itemsize(),
                                                             self.storage_offset()));
+  // torch.utils.deterministic.fill_uninitialized_memory: the grown bytes read NaN / the max int, as on CUDA.
+  if (C10_UNLIKELY(at::globalContext().deterministicAlgorithms() &&
+                   at::globalContext().deterministicFillUninitializedMemory())) {
+    at::native::fill_resize_deterministic_(self, old_nbytes);
+  }
   return self;
 }
 

@@ -160,6 +160,19 @@ from torch_npu.npu.dump import finalize_dump, init_dump, set_dump  # noqa: E402
 from torch_npu.npu.utils import clear_npu_overflow_flag, get_npu_overflow_flag, npu_check_overflow  # noqa: E402
 from torch_npu.npu import _gpu_trace, _sanitizer  # noqa: E402,F401  (the stream-race checker)
 from torch_npu.npu import memory  # noqa: E402  (torch.npu.memory._record_memory_history, ...)
+from torch_npu.npu import aclnn  # noqa: E402,F401  (torch.npu.aclnn.allow_hf32, flags())
+from torch_npu.npu.backends import (  # noqa: E402
+    disable_deterministic_with_backward,
+    enable_deterministic_with_backward,
+    enable_flash_sdp,
+    enable_math_sdp,
+    enable_mem_efficient_sdp,
+    flash_sdp_enabled,
+    math_sdp_enabled,
+    mem_efficient_sdp_enabled,
+    preferred_linalg_library,
+    sdp_kernel,
+)
 from torch_npu.npu.mstx import mstx  # noqa: E402  (the class, as torch_npu binds it; the module stays importable)
 from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)
 
