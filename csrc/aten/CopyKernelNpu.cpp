@@ -56,7 +56,7 @@ void copyBetweenNpus(const at::Tensor& src, const at::Tensor& dst) {
     NPU_CHECK(nrtMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                              NRT_MEMCPY_DEVICE_TO_DEVICE, stream.handle()));
   } else if (!cross_device && deviceOpsSupport({src, dst})) {
-    EXEC_NPU_CMD(aclnnCast, src, dst);  // strided / broadcasting / dtype-converting
+    EXEC_NPU_CMD(aclnnInplaceCopy, dst, src);  // strided / broadcasting / dtype-converting
   } else {
     launchDeviceTask(stream, "aten::copy_ (npu -> npu)",
                             [src = hostView(src), dst = hostView(dst)] { dst.copy_(src); });

@@ -225,3 +225,13 @@ NPU_OPSLIB_DEFINE_OP(Sqrt, "self, out");
 NPU_OPSLIB_DEFINE_OP(Sigmoid, "self, out");
 NPU_OPSLIB_DEFINE_OP(Tanh, "self, out");
 NPU_OPSLIB_DEFINE_OP(Cast, "self, out");
+
+// Tensor.copy_'s copy: a cast whose output is the tensor written in place.
+extern "C" aclnnStatus aclnnInplaceCopyGetWorkspaceSize(aclTensor* selfRef, const aclTensor* src,
+                                                        uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return npu::opslib::GuardApi("aclnnInplaceCopyGetWorkspaceSize", [&] {
+    return npu::opslib::UnaryGetWorkspaceSize("aclnnInplaceCopy", npu::opslib::UnaryKind::kCast, src, selfRef,
+                                              workspaceSize, executor);
+  });
+}
+NPU_OPSLIB_DEFINE_OP(InplaceCopy, "selfRef, src");

@@ -330,6 +330,13 @@ NOP_DECLARE_UNARY(Tanh)     // floating out
 NOP_DECLARE_UNARY(Cast)     // dtype conversion: out = (out dtype) self
 #undef NOP_DECLARE_UNARY
 
+// selfRef = src (broadcast to selfRef's shape, converted to its dtype, any strides on both sides):
+// the copy of Tensor.copy_ between tensors of one device.
+NOP_API aclnnStatus aclnnInplaceCopyGetWorkspaceSize(aclTensor* selfRef, const aclTensor* src,
+                                                     uint64_t* workspaceSize, aclOpExecutor** executor);
+NOP_API aclnnStatus aclnnInplaceCopy(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                     nrtStream_t stream);
+
 // ---- Layout conversion. dst = src with both describing the same logical tensor (same view shape
 // and dtype) in any two formats: plain (any strides) or private (whole tensors). Padding lanes of a
 // private dst are zeroed. Private formats hold FLOAT, FLOAT16, BF16, INT8, UINT8, INT16, INT32.
