@@ -226,3 +226,49 @@ def test_report_lists_patched_areas(transfer):
     buf = io.StringIO()
     print(text, file=buf)
     assert buf.getvalue().count("\n") >= 6
+
+
+def test_generators_events_device_contexts_and_device_modules(transfer):
+    g = torch.Generator("cuda")
+    assert g.device.type == "npu" and isinstance(g, torch.Generator)
+    assert isinstance(torch.default_generator, torch.Generator)  # existing generators still are ones
+    g.manual_seed(3)
+    a = torch.randn(4, device="cuda", generator=g)
+    g2 = torch.Generator(device=torch.device("cuda", 0)).manual_seed(3)
+    assert torch.equal(a.cpu(), torch.randn(4, device="npu", generator=g2).cpu())
+    e = torch.Event(device="cuda:0", enable_timing=True)
+    assert e.device.type == "npu"
+    with torch.device("cuda"):
+        t = torch.tensor([1.0, 2.0])
+    assert t.is_npu
+    assert torch.get_device_module("cuda:0") is torch.npu
+    assert torch.fft.fftfreq(5, device="cuda").is_npu and torch.fft.rfftfreq(6, device="cuda").is_npu
+    assert torch.cuda.default_generators is torch.npu.default_generators
+    transfer.undo()
+    assert torch.Generator is torch._C.Generator and type(torch.Event) is type  # the originals again
+    assert torch.cuda.default_generators is not torch.npu.default_generators
+    transfer.apply()
+
+
+def test_process_group_nccl_is_hccl_with_options(transfer, tmp_path):
+    from torch.distributed import ProcessGroupNCCL
+
+    import torch_npu
+
+    assert ProcessGroupNCCL is torch_npu._C._distributed_c10d.ProcessGroupHCCL
+    opts = ProcessGroupNCCL.Options()
+    opts.hccl_config = {"hccl_buffer_size": 200, "group_name": "g0"}
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path}/store", rank=0, world_size=1, pg_options=opts)
+    try:
+        t = torch.ones(3, device="cuda")
+        dist.all_reduce(t)
+        assert torch.equal(t.cpu(), torch.ones(3)) and opts.group_id != "" and opts._timeout is not None
+    finally:
+        dist.destroy_process_group()
+    bad = ProcessGroupNCCL.Options()
+    bad.hccl_config = {"hccl_buffer_sizes": 1}
+    with pytest.raises(ValueError, match="unknown key 'hccl_buffer_sizes'"):
+        dist.init_process_group("hccl", init_method=f"file://{tmp_path}/store2", rank=0, world_size=1,
+                                pg_options=bad)
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -166,3 +166,28 @@ def mapping_use_cuda(fn):
         return fn(self, *args, **kwargs)
 
     return wrapped
+
+
+class _MappedClassMeta(type):
+    """The metaclass of a class stand-in: isinstance / issubclass and attribute reads answer as the
+    original class does, so code that checks `isinstance(g, torch.Generator)` or reads
+    `torch.Generator.manual_seed` keeps working."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls._original)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, cls._original)
+
+    def __getattr__(cls, name):
+        return getattr(cls._original, name)
+
+
+def mapping_class(original):
+    """A stand-in for a device-taking class (torch.Generator, torch.Event) whose construction maps CUDA
+    devices (positional or `device=`) to npu and returns an instance of the original class."""
+    construct = mapping_device_kwargs(original)
+    return _MappedClassMeta(original.__name__, (), {
+        "_original": original,
+        "__new__": staticmethod(lambda cls, *args, **kwargs: construct(*args, **kwargs)),
+        "__module__": original.__module__, "__qualname__": original.__qualname__, "__doc__": original.__doc__})

@@ -103,6 +103,8 @@ def _patch_cuda_namespace(p: _Patches) -> None:
             if callable(getattr(npu_mod, name)):
                 label = f"{cuda_mod.__name__}.{name}" if cuda_mod is not torch.cuda else name
                 p.set(cuda_mod, name, getattr(npu_mod, name), "torch.cuda", label)
+    # Not functions, so not covered above: the generators of each device.
+    p.set(torch.cuda, "default_generators", npu.default_generators, "torch.cuda", "default_generators")
     _npu_device_module._cuda_is_npu = True
 
 
@@ -129,6 +131,17 @@ def _patch_device_arguments(p: _Patches) -> None:
     for name in factories:
         p.wrap(torch, name, "devices", _dev.mapping_device_kwargs, f"torch.{name}")
     p.wrap(torch, "load", "devices", _dev.mapping_map_location, "torch.load(map_location)")
+    for name in ("fftfreq", "rfftfreq"):
+        p.wrap(torch.fft, name, "devices", _dev.mapping_device_kwargs, f"torch.fft.{name}")
+    p.wrap(torch, "get_device_module", "devices", _dev.mapping_device_kwargs, "torch.get_device_module")
+    # `with torch.device("cuda"):` makes that device the default inside the block.
+    from torch.utils import _device as torch_device_context
+
+    p.wrap(torch_device_context.DeviceContext, "__init__", "devices", _dev.mapping_device_kwargs,
+           'with torch.device("cuda")')
+    for name in ("Generator", "Event"):
+        if hasattr(torch, name):
+            p.set(torch, name, _dev.mapping_class(getattr(torch, name)), "devices", f'torch.{name}("cuda")')
     for name in ("new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros"):
         p.wrap(torch.Tensor, name, "devices", _dev.mapping_device_kwargs, f"Tensor.{name}")
     p.wrap(torch.Tensor, "to", "devices", _dev.mapping_to, "Tensor.to")
@@ -157,6 +170,11 @@ def _patch_distributed(p: _Patches) -> None:
     original_new = dist.Backend.__new__
     p.set(dist.Backend, "__new__", staticmethod(lambda cls, name: original_new(cls, _dev.backend_name(name))),
           "distributed", "Backend")
+    from torch_npu.distributed import ProcessGroupHCCL
+
+    # ProcessGroupNCCL (and its Options) as scripts import it from either module.
+    p.set(dist, "ProcessGroupNCCL", ProcessGroupHCCL, "distributed", "ProcessGroupNCCL")
+    p.set(dist.distributed_c10d, "ProcessGroupNCCL", ProcessGroupHCCL, "distributed", "distributed_c10d.ProcessGroupNCCL")
     hccl_available = getattr(dist, "is_hccl_available", None)
     if hccl_available is not None:
         p.set(dist, "is_nccl_available", hccl_available, "distributed", "is_nccl_available")

@@ -57,13 +57,46 @@ def _gloo_group(store, rank, size, timeout, device):
     return dist.ProcessGroupGloo(store, rank, size, options)
 
 
+class _HcclOptions:
+    """ProcessGroupHCCL.Options: what init_process_group(pg_options=...) / new_group(pg_options=...) may
+    say about an hccl group. `hccl_config` keys as torch_npu takes them (hccl_buffer_size in MB,
+    group_name, qos_service_level, qos_traffic_class, hccl_op_expansion_mode); `is_high_priority_stream`
+    asks for a high-priority stream. The software NPU's collectives run over Gloo on the group's own
+    threads: the options are checked and kept on the object (with the group's ranks, id and timeout filled
+    in once the group exists), and have nothing to tune."""
+
+    _CONFIG_KEYS = {"hccl_buffer_size": int, "group_name": str, "qos_service_level": int, "qos_traffic_class": int,
+                    "hccl_op_expansion_mode": int}
+
+    def __init__(self, is_high_priority_stream: bool = False):
+        self.is_high_priority_stream = is_high_priority_stream
+        self.hccl_config = {}
+        self.global_ranks_in_group = []
+        self.group_id = ""
+        self._timeout = None
+
+    def _check(self):
+        if not isinstance(self.is_high_priority_stream, bool):
+            raise TypeError(f"ProcessGroupHCCL.Options.is_high_priority_stream must be a bool, got "
+                            f"{self.is_high_priority_stream!r}")
+        if not isinstance(self.hccl_config, dict):
+            raise TypeError(f"ProcessGroupHCCL.Options.hccl_config must be a dict, got {self.hccl_config!r}")
+        for key, value in self.hccl_config.items():
+            kind = self._CONFIG_KEYS.get(key)
+            if kind is None:
+                raise ValueError(f"ProcessGroupHCCL.Options.hccl_config: unknown key {key!r}; known: "
+                                 f"{', '.join(sorted(self._CONFIG_KEYS))}")
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise TypeError(f"ProcessGroupHCCL.Options.hccl_config[{key!r}] must be {kind.__name__}, got {value!r}")
+
+
 def _create_hccl_backend(backend_options, pg_options):
     """Backend.register_backend's creator (extended API): two Gloo groups under one hccl backend."""
     if pg_options is not None:
-        raise TypeError(
-            f"the hccl backend takes no pg_options (got {type(pg_options).__name__}); set the timeout with "
-            "init_process_group(timeout=...) / new_group(timeout=...)"
-        )
+        if not isinstance(pg_options, _HcclOptions):
+            raise TypeError(f"the hccl backend takes pg_options=torch_npu._C._distributed_c10d.ProcessGroupHCCL"
+                            f".Options(), got {type(pg_options).__name__}")
+        pg_options._check()
     store = backend_options.store
     rank, size = backend_options.group_rank, backend_options.group_size
     timeout = backend_options.timeout
@@ -81,6 +114,10 @@ def _create_hccl_backend(backend_options, pg_options):
             f"other machines can reach. Transport error: {e}"
         ) from e
     global_ranks = [int(r) for r in backend_options.global_ranks_in_group]
+    if pg_options is not None:  # filled in as torch fills its backends' options
+        pg_options.global_ranks_in_group = global_ranks
+        pg_options.group_id = backend_options.group_id
+        pg_options._timeout = timeout
     return ProcessGroupHCCL(store, rank, size, timeout, data, meta, global_ranks)
 
 
@@ -88,6 +125,9 @@ def _register() -> None:
     _C._distributed._init()
     global ProcessGroupHCCL
     ProcessGroupHCCL = _C._distributed.ProcessGroupHCCL
+    ProcessGroupHCCL.Options = _HcclOptions
+    # torch_npu's module name for its c10d bindings (tests and libraries import ProcessGroupHCCL from it).
+    _C._distributed_c10d = _C._distributed
     if "hccl" not in dist.Backend.backend_list:
         dist.Backend.register_backend("hccl", _create_hccl_backend, extended_api=True, devices=["npu"])
     # torch_npu's names in torch.distributed.
