@@ -246,15 +246,29 @@ def test_freed_tensors_with_queued_work_do_not_exhaust_memory_in_subprocess(run_
     )
 
 
-@pytest.mark.parametrize("fraction", [0, -0.5, 1.5, 2])
+@pytest.mark.parametrize("fraction", [-0.5, 1.5, 2.0])
 def test_set_per_process_memory_fraction_invalid_value(fraction):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="Invalid fraction value"):
         torch.npu.set_per_process_memory_fraction(fraction)
 
 
-def test_set_per_process_memory_fraction_invalid_type():
-    with pytest.raises(TypeError):
-        torch.npu.set_per_process_memory_fraction("0.5")
+@pytest.mark.parametrize("fraction", ["0.5", 1, 0])
+def test_set_per_process_memory_fraction_invalid_type(fraction):
+    # As torch.cuda: a float, even for 0 and 1.
+    with pytest.raises(TypeError, match="must be `float`"):
+        torch.npu.set_per_process_memory_fraction(fraction)
+
+
+def test_memory_fraction_zero_allows_nothing_and_huge_requests_fail_clearly():
+    torch.npu.empty_cache()
+    try:
+        torch.npu.set_per_process_memory_fraction(0.0)
+        with pytest.raises(torch.OutOfMemoryError, match="per-process limit"):
+            torch.empty(1 << 20, dtype=torch.uint8, device="npu")
+    finally:
+        torch.npu.set_per_process_memory_fraction(1.0)
+    with pytest.raises(torch.OutOfMemoryError, match="more than 1EB"):
+        torch.empty(1 << 61, dtype=torch.uint8, device="npu")
 
 
 def test_memory_functions_reject_invalid_device():

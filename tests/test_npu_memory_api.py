@@ -7,7 +7,7 @@ import gc
 import pytest
 import torch
 
-import torch_npu  # noqa: F401
+import torch_npu
 
 
 def test_host_memory_stats_follow_pinned_tensors_and_empty_cache():
@@ -140,3 +140,49 @@ def test_ipc_collect_keeps_live_tensors():
     x = torch.arange(10, device="npu")
     torch.npu.ipc_collect()
     assert torch.equal(x.cpu(), torch.arange(10))
+
+
+def test_erase_stream_lets_the_block_be_reused_at_once():
+    side = torch.npu.Stream()
+    with torch.npu.stream(side):
+        torch.npu.synchronize()
+        x = torch.ones(1 << 18, device="npu")
+        ptr = x.data_ptr()
+        other = torch.npu.Stream()
+        x.record_stream(other)
+        # Without erase_stream the block waits for `other` after the free: a new tensor gets other memory
+        # while `other` has work queued (the runtime may have finished it already, so only the erased case
+        # is asserted).
+        torch_npu.erase_stream(x, other)
+        del x
+        y = torch.empty(1 << 18, device="npu")
+        assert y.data_ptr() == ptr
+    with pytest.raises(TypeError, match="torch.npu.Stream"):
+        torch_npu.erase_stream(y, 3)
+    with pytest.raises(ValueError, match="npu tensor"):
+        torch_npu.erase_stream(torch.ones(2), side)
+
+
+def test_stream_handle_and_reprs():
+    s = torch.npu.Stream()
+    assert isinstance(s.npu_stream, int) and s.npu_stream != 0
+    assert s.npu_stream == torch.npu.Stream(stream_id=s.stream_id, device_index=s.device_index,
+                                            device_type=s.device_type).npu_stream
+    assert s.npu_stream != torch.npu.current_stream().npu_stream
+    assert repr(s).startswith("<torch_npu.npu.Stream device=npu:0 npu_stream=0x")
+    e = torch.npu.Event()
+    assert "uninitialized" in repr(e)
+    s.record_event(e)
+    assert repr(e).startswith("<torch_npu.npu.Event 0x")
+
+
+def test_device_uuid_and_device_index():
+    p0, p0b = torch.npu.get_device_properties(0), torch.npu.get_device_properties("npu:0")
+    assert len(str(p0.uuid)) == 36 and len(p0.uuid.bytes) == 16 and p0.uuid == p0b.uuid
+    if torch.npu.device_count() > 1:
+        assert torch.npu.get_device_properties(1).uuid != p0.uuid
+    assert torch.npu._get_device_index("npu:1") == 1
+    assert torch.npu._get_device_index(None, optional=True) == torch.npu.current_device()
+    assert torch.npu._get_device_index(torch.device("cpu"), allow_cpu=True) == -1
+    with pytest.raises(ValueError, match="Expected a npu device"):
+        torch.npu._get_device_index("cpu")

@@ -190,7 +190,7 @@ def test_undo_restores_everything(transfer):
     assert not torch.ones(1).is_cuda
     with pytest.raises((AssertionError, RuntimeError)):
         torch.zeros(1, device="cuda")
-    with pytest.raises(ValueError, match="expected an npu device"):
+    with pytest.raises(ValueError, match="Expected a npu device"):
         torch.npu.set_device("cuda:0")
     assert dist.Backend("nccl") == "nccl"
     transfer.apply()  # and again

@@ -85,6 +85,7 @@ from torch_npu import _formats  # noqa: E402
 # Format, get_npu_format, npu_format_cast (with Tensor / dtype arguments), npu_format_cast_,
 # get_storage_size; Tensor.npu_format_cast / npu_format_cast_.
 _formats.install(_sys.modules[__name__])
+from torch_npu.npu.streams import erase_stream  # noqa: E402,F401
 
 from torch_npu import utils  # noqa: E402,F401  (torch_npu.utils.cpp_extension, cmake_prefix_path)
 

@@ -66,6 +66,12 @@ class NPUAllocator final : public c10::DeviceAllocator {
     device(block->device).recordStream(block, NPUStream(stream).handle());
   }
 
+  void eraseStream(const c10::DataPtr& ptr, c10::Stream stream) {
+    if (!ptr.get_context() || ptr.get_deleter() != &deleteBlock) return;
+    auto* block = static_cast<Block*>(ptr.get_context());
+    device(block->device).eraseStream(block, NPUStream(stream).handle());
+  }
+
   DeviceStats getDeviceStats(c10::DeviceIndex d) override { return device(d).stats(); }
   void resetAccumulatedStats(c10::DeviceIndex d) override { device(d).resetAccumulated(); }
   void resetPeakStats(c10::DeviceIndex d) override { device(d).resetPeak(); }
@@ -124,12 +130,14 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
   allocator().recordStream(ptr, stream.unwrap());
 }
 
+void eraseStream(const c10::DataPtr& ptr, NPUStream stream) { allocator().eraseStream(ptr, stream.unwrap()); }
+
 void emptyCache() { allocator().emptyCache({0, 0}); }
 
 void forgetCachedMemoryAfterFork() noexcept { allocator().forgetAfterFork(); }
 
 void setMemoryFraction(double fraction, c10::DeviceIndex device) {
-  TORCH_CHECK(fraction > 0 && fraction <= 1, "memory fraction must be in (0, 1], got ", fraction);
+  TORCH_CHECK_VALUE(fraction >= 0 && fraction <= 1, "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   allocator().device(device).setMemoryFraction(fraction);
 }

@@ -19,6 +19,8 @@ c10::DeviceAllocator* get();
 std::string formatBytes(int64_t bytes);
 
 void recordStream(const c10::DataPtr& ptr, NPUStream stream);
+// torch_npu.erase_stream: undoes recordStream(ptr, stream) (the caller has ordered the streams itself).
+void eraseStream(const c10::DataPtr& ptr, NPUStream stream);
 void emptyCache();
 void setMemoryFraction(double fraction, c10::DeviceIndex device);
 c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device);

@@ -39,6 +39,9 @@ Block* DeviceCachingAllocator::malloc(size_t request, nrtStream_t stream) {
   const AllocatorSettings& settings = allocatorSettings();
   // Gathered before the lock: a Python stack needs the GIL, whose holder may be waiting for us.
   std::shared_ptr<c10::GatheredContext> context = maybeGatherContext(RecordContext::STATE);
+  // As CUDA's allocator: a request this large is a bug in the caller (a negative size cast to size_t, ...).
+  TORCH_CHECK_WITH(OutOfMemoryError, request < (size_t{1} << 60), "Tried to allocate more than 1EB memory (",
+                   request, " bytes) on npu:", static_cast<int>(device_), ".");
   std::unique_lock<std::mutex> lock(mutex_);
   if (!pending_.empty()) processEvents();
   const size_t size = roundSize(settings, request);
@@ -130,6 +133,12 @@ void DeviceCachingAllocator::recordStream(Block* block, nrtStream_t stream) {
   if (stream != block->stream) block->stream_uses.insert(stream);
 }
 
+void DeviceCachingAllocator::eraseStream(Block* block, nrtStream_t stream) {
+  if (!owns(block)) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  block->stream_uses.erase(stream);
+}
+
 void DeviceCachingAllocator::emptyCache() {
   synchronizePendingEvents();
   synchronizeDevice();
@@ -143,6 +152,7 @@ void DeviceCachingAllocator::setMemoryFraction(double fraction) {
   size_t free_bytes = 0, total = 0;
   NPU_CHECK(nrtMemGetInfo(&free_bytes, &total));
   std::lock_guard<std::mutex> lock(mutex_);
+  limited_ = true;
   limit_ = static_cast<size_t>(fraction * static_cast<double>(total));
 }
 
@@ -214,7 +224,7 @@ Block* DeviceCachingAllocator::allocSegment(const AllocatorSettings& settings, B
                                             const std::shared_ptr<c10::GatheredContext>& context) {
   const size_t bytes = segmentSize(settings, size);
   const int64_t reserved = stats_.reserved_bytes[0].current;
-  if (limit_ != 0 && static_cast<size_t>(reserved) + bytes > limit_) return nullptr;
+  if (limited_ && static_cast<size_t>(reserved) + bytes > limit_) return nullptr;
   void* ptr = nullptr;
   {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
@@ -423,7 +433,7 @@ void DeviceCachingAllocator::releaseSegment(Segment* segment) {
 }
 
 size_t DeviceCachingAllocator::allowedMemory() {
-  if (limit_ != 0) return limit_;
+  if (limited_) return limit_;
   size_t free_bytes = 0, total = 0;
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
   return nrtMemGetInfo(&free_bytes, &total) == NRT_SUCCESS ? total : 0;
@@ -484,7 +494,7 @@ void DeviceCachingAllocator::throwOutOfMemory(size_t request, std::unique_lock<s
      << "; " << formatBytes(total) << " total capacity; " << formatBytes(free_bytes)
      << " free; " << formatBytes(allocated) << " allocated by PyTorch; " << formatBytes(reserved)
      << " reserved in total by PyTorch";
-  if (limit_ != 0) os << "; per-process limit " << formatBytes(limit_);
+  if (limited_) os << "; per-process limit " << formatBytes(limit_);
   os << "). Free tensors you no longer need, reduce the batch size, or raise the software NPU's "
         "capacity with NPU_SIM_MEMORY.";
   if (reserved - allocated > allocated / 2 && !allocatorSettings().expandable_segments) {

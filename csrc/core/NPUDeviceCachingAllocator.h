@@ -62,6 +62,8 @@ class DeviceCachingAllocator {
     return block->pool == &small_ || block->pool == &large_ || block->pool == &expandable_;
   }
   void recordStream(Block* block, nrtStream_t stream);
+  // Forgets an earlier recordStream: the block is reused after its free without waiting for `stream`.
+  void eraseStream(Block* block, nrtStream_t stream);
   void emptyCache();
   void setMemoryFraction(double fraction);
   DeviceStats stats();
@@ -144,7 +146,8 @@ class DeviceCachingAllocator {
   StepPlanner planner_;  // addresses of recurring steps' requests in the expandable range
   std::list<std::unique_ptr<Segment>> segments_;
   std::deque<std::pair<nrtEvent_t, Block*>> pending_;
-  size_t limit_ = 0;  // 0: the device's capacity is the only limit
+  bool limited_ = false;  // set_per_process_memory_fraction was called: reserved memory stays <= limit_
+  size_t limit_ = 0;
   // Why the runtime refused the last allocation (an injected fault, or capacity), for the OOM message.
   std::string runtime_refusal_;
   size_t page_size_ = 0;

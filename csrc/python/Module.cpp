@@ -24,6 +24,7 @@
 #include "csrc/python/LaunchSite.h"
 #include "csrc/python/ProfilerBindings.h"
 #include "csrc/python/HostMemoryBindings.h"
+#include "csrc/python/StreamBindings.h"
 #include "csrc/python/MemorySnapshot.h"
 
 namespace py = pybind11;
@@ -70,6 +71,7 @@ PYBIND11_MODULE(_C, m) {
   torch_npu::python::initAccuracyBindings(m);
   torch_npu::python::initMemoryBindings(m);
   torch_npu::python::initHostMemoryBindings(m);
+  torch_npu::python::initStreamBindings(m);
   torch_npu::python::initFormatBindings(m);
   torch_npu::python::initGraphBindings(m);
   // What device tasks kept alive is released on a thread of its own (csrc/framework/DeferredRelease.h).

@@ -3,6 +3,7 @@
 import sys as _sys
 
 from torch_npu.npu.device import (
+    _get_device_index,
     can_device_access_peer,
     current_device,
     device,

@@ -3,6 +3,8 @@
 import atexit
 import os
 import re
+import socket
+import uuid
 import sys
 import time
 import warnings
@@ -41,7 +43,7 @@ def _index(dev=None, optional=True) -> int:
         if dev.type == "cuda" and _cuda_is_npu:
             dev = torch.device("npu", dev.index)
         if dev.type != "npu":
-            raise ValueError(f"expected an npu device, got {dev}")
+            raise ValueError(f"Expected a npu device, but got {dev} (pass \"npu:N\", torch.device(\"npu\", N) or N)")
         return _C._current_device() if dev.index is None else dev.index
     if isinstance(dev, bool):
         raise TypeError(f"expected a device index, 'npu:N' or torch.device, got {dev!r}")
@@ -202,13 +204,16 @@ def get_device_name(device_name=None) -> str:
 
 
 class _NPUDeviceProperties:
-    """What torch.npu.get_device_properties() returns (name, total_memory, core counts)."""
+    """What torch.npu.get_device_properties() returns (name, total_memory, core counts, uuid)."""
 
-    def __init__(self, name, total_memory, cube_core_num, vector_core_num):
+    def __init__(self, name, total_memory, cube_core_num, vector_core_num, index=0):
         self.name = name
         self.total_memory = total_memory
         self.cube_core_num = cube_core_num
         self.vector_core_num = vector_core_num
+        # A software NPU has no serial number: a UUID fixed by the SoC name, the device's index and the
+        # host, the same in every process (what libraries that key caches by device UUID need).
+        self.uuid = uuid.uuid5(uuid.NAMESPACE_DNS, f"{socket.gethostname()}/torch_npu/{name}/{index}")
 
     def __repr__(self):
         return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory >> 20}MB, "
@@ -218,7 +223,7 @@ class _NPUDeviceProperties:
 def get_device_properties(device_name=None) -> _NPUDeviceProperties:
     idx = _index(device_name)
     _C._check_device(idx)
-    return _NPUDeviceProperties(*_C._get_device_properties(idx))
+    return _NPUDeviceProperties(*_C._get_device_properties(idx), index=idx)
 
 
 def get_device_capability(device=None):
@@ -264,3 +269,27 @@ def can_device_access_peer(device_id, peer_device_id) -> bool:
     a device and itself). Every software NPU lives in this process's memory, so any two distinct
     devices can."""
     return _index(device_id) != _index(peer_device_id)  # _index names a device that does not exist
+
+
+def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -> int:
+    """The device index of `device` (an int, "npu:N", torch.device, or None with optional=True: the current
+    device), as torch.cuda._get_device_index answers it; a CPU device is -1 when allow_cpu."""
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type == "cpu" and allow_cpu:
+            return -1
+        if device.type not in ("npu",) and not (device.type == "cuda" and _cuda_is_npu):
+            raise ValueError(f"Expected a npu device, but got: {device}")
+        if device.index is None:
+            if not optional:
+                raise ValueError(f"Expected a npu device with a specified index or an integer, but got: {device}")
+            return current_device()
+        return device.index
+    if device is None:
+        if not optional:
+            raise ValueError("Expected a npu device with a specified index or an integer, but got: None")
+        return current_device()
+    if isinstance(device, int):
+        return device
+    raise ValueError(f"Expected a npu device, an index or None, but got: {device!r}")

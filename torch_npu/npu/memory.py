@@ -83,10 +83,11 @@ _fractions = {}  # device index -> the fraction set_per_process_memory_fraction(
 
 def set_per_process_memory_fraction(fraction: float, device=None) -> None:
     """Cap this process's reserved memory on `device` at fraction * capacity."""
-    if not isinstance(fraction, (int, float)):
-        raise TypeError(f"fraction must be a float, got {type(fraction).__name__}")
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    # torch.cuda's checks and messages: a float in [0, 1] (0 lets nothing be allocated).
+    if not isinstance(fraction, float):
+        raise TypeError(f"Invalid type for fraction argument, must be `float`, got {type(fraction).__name__}")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
     idx = _dev(device)
     _C._set_memory_fraction(float(fraction), idx)
     _fractions[idx] = float(fraction)
@@ -190,38 +191,54 @@ def _fmt(n: int) -> str:
     return str(n)
 
 
+def _size_cell(n: int) -> str:
+    """A byte count in a 10-character cell: whole units, switching unit below 2048 of the next one."""
+    for unit in ("B  ", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 2048 or unit == "TiB":
+            return f"{int(n):6d} {unit}"
+        n /= 1024
+    return f"{int(n):6d} TiB"
+
+
+def _count_cell(n: int) -> str:
+    return f"{int(n):7d}   "
+
+
 def memory_summary(device=None, abbreviated: bool = False) -> str:
-    """A human-readable table of the allocator statistics of `device`."""
+    """The allocator statistics of `device` as a table, laid out as torch.cuda.memory_summary() lays out
+    CUDA's (the same rows and columns, NPU in the names)."""
     idx = _dev(device)
     stats = memory_stats(idx)
-    rows = [
-        ("Allocated memory", "allocated_bytes", True),
-        ("Active memory", "active_bytes", True),
-        ("Requested memory", "requested_bytes", True),
-        ("Reserved memory", "reserved_bytes", True),
-        ("Non-releasable memory", "inactive_split_bytes", True),
-        ("Allocations", "allocation", False),
-        ("Active allocs", "active", False),
-        ("Reserved segments", "segment", False),
-        ("Non-releasable allocs", "inactive_split", False),
-    ]
-    pools = ["all"] if abbreviated else ["all", "large_pool", "small_pool"]
-    width = 78
-    lines = ["=" * width, f" npu:{idx} memory summary".ljust(width), "-" * width]
-    lines.append(f"{'Metric':<28}{'Cur Usage':>12}{'Peak Usage':>12}{'Tot Alloc':>13}{'Tot Freed':>13}")
-    for title, key, is_bytes in rows:
+    width = 75
+    rows = [("Allocated memory", "allocated_bytes", _size_cell), ("Active memory", "active_bytes", _size_cell),
+            ("Requested memory", "requested_bytes", _size_cell), ("NPU reserved memory", "reserved_bytes", _size_cell),
+            ("Non-releasable memory", "inactive_split_bytes", _size_cell), ("Allocations", "allocation", _count_cell),
+            ("Active allocs", "active", _count_cell), ("NPU reserved segments", "segment", _count_cell),
+            ("Non-releasable allocs", "inactive_split", _count_cell)]
+    pools = [("all", "")] if abbreviated else [("all", ""), ("large_pool", "      from large pool"),
+                                               ("small_pool", "      from small pool")]
+    lines = ["=" * width,
+             f" {'':16} PyTorch NPU memory summary, device ID {idx:<18d} ",
+             "-" * width,
+             f"  {'':9} NPU OOMs: {stats.get('num_ooms', 0):<13d} | {'':6} npuMalloc retries: "
+             f"{stats.get('num_alloc_retries', 0):<9d}  ",
+             "=" * width,
+             "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
+    for title, key, cell in rows:
         lines.append("-" * width)
-        for pool in pools:
-            vals = [stats.get(f"{key}.{pool}.{k}", 0) for k in ("current", "peak", "allocated", "freed")]
-            text = [_fmt(v) if is_bytes else str(v) for v in vals]
-            label = title if pool == "all" else f"  from {pool.replace('_', ' ')}"
-            lines.append(f"{label:<28}{text[0]:>12}{text[1]:>12}{text[2]:>13}{text[3]:>13}")
+        for pool, label in pools:
+            values = [cell(stats.get(f"{key}.{pool}.{k}", 0)) for k in ("current", "peak", "allocated", "freed")]
+            lines.append(f" {label or title:<21} | " + " | ".join(values) + " ")
+    lines.append("-" * width)
+    lines.append(f" Oversize allocations  | {_count_cell(stats.get('oversize_allocations.current', 0))} | "
+                 f"{_count_cell(stats.get('oversize_allocations.peak', 0))} | "
+                 f"{_count_cell(stats.get('oversize_allocations.allocated', 0))} | "
+                 f"{_count_cell(stats.get('oversize_allocations.freed', 0))} ")
     lines.append("-" * width)
     free, total = mem_get_info(idx)
-    lines.append(f"Device capacity {_fmt(total)}, free {_fmt(free)}; "
-                 f"OOMs {stats.get('num_ooms', 0)}, retries {stats.get('num_alloc_retries', 0)}")
+    lines.append(f" npu:{idx} capacity {_fmt(total)}, free {_fmt(free)}".ljust(width))
     lines.append("=" * width)
-    return "\n".join(lines) + "\n"
+    return "|" + "|\n|".join(lines) + "|\n"
 
 
 def memory_snapshot() -> list:

@@ -24,6 +24,16 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    @property
+    def npu_stream(self) -> int:
+        """The runtime stream's handle (the value torch_npu extensions pass to their kernels)."""
+        from torch_npu import _C
+
+        return _C._stream_handle(self.stream_id, self.device_index, self.device_type)
+
+    def __repr__(self):
+        return f"<torch_npu.npu.Stream device=npu:{self.device_index} npu_stream={self.npu_stream:#x}>"
+
     def __eq__(self, other):
         return isinstance(other, torch.Stream) and super().__eq__(other)
 
@@ -50,6 +60,10 @@ class Event(torch.Event):
 
     def record(self, stream=None):
         super().record(stream if stream is not None else current_stream())
+
+    def __repr__(self):
+        state = f"{self.event_id:#x}" if self.event_id else "uninitialized"
+        return f"<torch_npu.npu.Event {state}>"
 
     def wait(self, stream=None):
         super().wait(stream if stream is not None else current_stream())
@@ -106,3 +120,16 @@ class StreamContext:
 
 def stream(stream) -> StreamContext:
     return StreamContext(stream)
+
+
+def erase_stream(tensor: torch.Tensor, stream: torch.Stream) -> None:
+    """Undoes tensor.record_stream(stream): when the tensor is freed, its memory is reused without waiting
+    for the work queued on `stream` so far. For code that has already made the tensor's stream wait for
+    `stream` (an event, wait_stream) and wants the memory back at once (torch_npu.erase_stream)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"erase_stream takes a tensor, got {type(tensor).__name__}")
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"erase_stream takes a torch.npu.Stream, got {type(stream).__name__}")
+    from torch_npu import _C
+
+    _C._erase_stream(tensor, stream.stream_id, stream.device_index, int(stream.device_type))

@@ -1,0 +1,35 @@
+// StreamBindings.cpp - Stream.npu_stream (the runtime handle) and torch_npu.erase_stream for Python.
+#include "csrc/python/StreamBindings.h"
+
+#include <torch/csrc/utils/pybind.h>
+
+#include "csrc/core/NPUCachingAllocator.h"
+#include "csrc/core/NPUStream.h"
+
+namespace torch_npu::python {
+namespace {
+
+c10::Stream npuStream(int64_t stream_id, int64_t device_index, int64_t device_type, const char* what) {
+  const c10::Stream stream = c10::Stream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
+                                                  static_cast<c10::DeviceType>(device_type));
+  TORCH_CHECK_VALUE(stream.device_type() == c10::DeviceType::PrivateUse1, what, ": not an npu stream: ", stream);
+  return stream;
+}
+
+}  // namespace
+
+void initStreamBindings(py::module& m) {
+  // Stream.npu_stream: the runtime stream's handle (for extensions that launch work on it themselves).
+  m.def("_stream_handle", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
+    const c10::Stream stream = npuStream(stream_id, device_index, device_type, "npu_stream");
+    return reinterpret_cast<uintptr_t>(c10_npu::NPUStream(stream).handle());
+  });
+  m.def("_erase_stream", [](const at::Tensor& tensor, int64_t stream_id, int64_t device_index, int64_t device_type) {
+    TORCH_CHECK_VALUE(tensor.device().type() == c10::DeviceType::PrivateUse1,
+                      "erase_stream: expected an npu tensor, got one on ", tensor.device());
+    const c10::Stream stream = npuStream(stream_id, device_index, device_type, "erase_stream");
+    c10_npu::NPUCachingAllocator::eraseStream(tensor.storage().data_ptr(), c10_npu::NPUStream(stream));
+  });
+}
+
+}  // namespace torch_npu::python
