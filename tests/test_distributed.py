@@ -25,6 +25,10 @@ def test_collectives_with_synchronous_launch():
     _ok(check_all(run_ranks("collectives", env={"TASK_QUEUE_ENABLE": "0"}, timeout=240)), "all")
 
 
+def test_uneven_all_gather_and_reduce_scatter():
+    _ok(check_all(run_ranks("uneven", timeout=120)), "uneven")
+
+
 def test_bad_input_raises_on_the_calling_rank():
     _ok(check_all(run_ranks("bad_input", timeout=120)), "bad input")
 

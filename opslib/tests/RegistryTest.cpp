@@ -32,7 +32,7 @@ const Builtin kBuiltins[] = {
     NOP_BUILTIN(ForeachMulScalarV2),     NOP_BUILTIN(ForeachDivScalarList),
     NOP_BUILTIN(ForeachSqrt),            NOP_BUILTIN(ForeachLerpScalar),
     NOP_BUILTIN(ForeachAddcmulScalarV2), NOP_BUILTIN(ForeachAddcdivScalarList),
-    NOP_BUILTIN(TransData),
+    NOP_BUILTIN(TransData),              NOP_BUILTIN(InplaceCopy),
 };
 
 using RegistryTest = OpsTest;

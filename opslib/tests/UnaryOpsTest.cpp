@@ -273,5 +273,25 @@ TEST_F(UnaryOpsTest, LargeKernels) {
   CheckUnary(UnaryOp::kTanh, t, t_out);
 }
 
+// Tensor.copy_'s op: src broadcast into selfRef and converted to its dtype, written in place.
+TEST_F(UnaryOpsTest, InplaceCopyBroadcastsAndConvertsIntoSelf) {
+  DeviceTensor src(ACL_FLOAT, {3}, {1.5, -2.25, 7.0});
+  DeviceTensor dst(ACL_FLOAT16, {2, 3}, {1, 2}, 0, 6);  // transposed strides
+  ASSERT_EQ(RunOp([&](uint64_t* ws, aclOpExecutor** ex) {
+              return aclnnInplaceCopyGetWorkspaceSize(dst.get(), src.get(), ws, ex);
+            }),
+            ACLNN_SUCCESS)
+      << aclnnGetRecentErrMsg();
+  EXPECT_EQ(dst.Read(), (std::vector<double>{1.5, -2.25, 7.0, 1.5, -2.25, 7.0}));
+  DeviceTensor wrong(ACL_FLOAT, {2, 4});
+  EXPECT_NE(RunOp([&](uint64_t* ws, aclOpExecutor** ex) {
+              return aclnnInplaceCopyGetWorkspaceSize(wrong.get(), src.get(), ws, ex);
+            }),
+            ACLNN_SUCCESS);
+  EXPECT_NE(std::string(aclnnGetRecentErrMsg()).find("aclnnInplaceCopy"), std::string::npos)
+      << aclnnGetRecentErrMsg();
+}
+
 }  // namespace
 }  // namespace npu::opslib::testing
+

@@ -15,8 +15,9 @@ import torch.distributed as dist
 
 from torch_npu import _C
 from torch_npu.distributed import _ddp, _default_backend, _errors
+from torch_npu.distributed._uneven import all_gather_into_tensor_uneven, reduce_scatter_tensor_uneven
 
-__all__ = ["is_hccl_available", "ProcessGroupHCCL"]
+__all__ = ["is_hccl_available", "ProcessGroupHCCL", "all_gather_into_tensor_uneven", "reduce_scatter_tensor_uneven"]
 
 _DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=120)  # HCCL_CONNECT_TIMEOUT's default
 
