@@ -132,7 +132,7 @@ def _schema_string(c: CustomEntry) -> str:
 def gen_registrations(cfg: Config, src: str) -> str:
     ns = cfg.cpp_namespace
     out = [HEADER_NOTE.format(src=src) + "// Registers the npu kernels of ATen ops and defines torch_npu's ops.",
-           "#include <torch/library.h>", "",
+           "#include <c10/core/TensorOptions.h>", "#include <torch/library.h>", "",
            '#include "csrc/aten/NpuNativeFunctions.h"', '#include "csrc/custom/NpuCustomFunctions.h"',
            '#include "csrc/framework/GenericExecutor.h"', "",
            f"namespace {ns} {{", "namespace {", "",
@@ -153,5 +153,34 @@ def gen_registrations(cfg: Config, src: str) -> str:
             "TORCH_LIBRARY_IMPL(npu, Meta, m) {"]
     for c in cfg.custom:
         out.append(f'  m.impl("{c.op_name}", TORCH_FN({c.meta or c.cpp_name}));')
-    out += ["}", "", f"}}  // namespace {ns}", ""]
+    out += ["}", ""]
+    out += _backend_select(cfg)
+    out += [f"}}  // namespace {ns}", ""]
     return "\n".join(out)
+
+
+def _backend_select(cfg: Config) -> list[str]:
+    """BackendSelect kernels of the factories (no tensor arguments): the key is their device's (npu when
+    none is given: torch_npu's factories make npu tensors), then the op is redispatched."""
+    factories = [c for c in cfg.custom if c.factory]
+    if not factories:
+        return []
+    out = ["// Factories: no tensor argument says which backend runs them; their device argument does.",
+           "namespace {", ""]
+    for c in factories:
+        names = {a.name for a in c.schema.arguments.flat_all}
+        key_args = ", ".join(n if n in names else "std::nullopt" for n in ("dtype", "layout", "device"))
+        args = ", ".join(a.name for a in native_arguments(c.schema))
+        out += [f"{native_signature(c.schema, c.cpp_name + '_backend_select')} {{",
+                f"  const c10::DispatchKey key = device.has_value() ? c10::computeDispatchKey({key_args})",
+                "                                                : c10::DispatchKey::PrivateUse1;",
+                "  static auto op = c10::Dispatcher::singleton()",
+                f"      .findSchemaOrThrow(\"npu::{c.name}\", \"{c.overload}\")",
+                f"      .typed<{dispatcher_type(c.schema)}>();",
+                f"  return op.redispatch(c10::DispatchKeySet(key), {args});",
+                "}", ""]
+    out += ["}  // namespace", "", "TORCH_LIBRARY_IMPL(npu, BackendSelect, m) {"]
+    for c in factories:
+        out.append(f'  m.impl("{c.op_name}", TORCH_FN({c.cpp_name}_backend_select));')
+    out += ["}", ""]
+    return out

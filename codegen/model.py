@@ -45,6 +45,10 @@ class Derivative:
     line: int
 
 
+# torch_npu's ops whose names do not start with npu_ (the factories it has beside torch.empty).
+_UNPREFIXED = {"empty_with_format", "unsafe_empty_with_format", "empty_with_swapped_memory"}
+
+
 @dataclass
 class CustomEntry:
     """One torch_npu op (`custom` or `custom_autograd`)."""
@@ -70,6 +74,13 @@ class CustomEntry:
     def op_name(self) -> str:
         """name.overload as the dispatcher knows it (m.def / m.impl)."""
         return str(self.schema.name)
+
+    @property
+    def factory(self) -> bool:
+        """No tensor arguments, a device argument: the dispatch key comes from dtype / layout / device
+        (a BackendSelect kernel picks it, as ATen's factories do)."""
+        args = list(self.schema.arguments.flat_all)
+        return not any(a.type.is_tensor_like() for a in args) and any(a.name == "device" for a in args)
 
     @property
     def cpp_name(self) -> str:
@@ -169,8 +180,9 @@ def _parse_custom(section: str, items, lines, path: str) -> list[CustomEntry]:
         except Exception as e:  # torchgen raises AssertionError / RuntimeError with the reason
             raise CodegenError(f"{where} '{item['func']}': malformed schema: {e}") from e
         name = str(schema.name)
-        if not (name.startswith("npu_") or name.startswith("_npu_")):
-            raise CodegenError(f"{where} '{name}': custom op names start with npu_ (or _npu_ for internal ones)")
+        if not (name.startswith("npu_") or name.startswith("_npu_") or schema.name.name.base in _UNPREFIXED):
+            raise CodegenError(f"{where} '{name}': custom op names start with npu_ (or _npu_ for internal ones); "
+                               f"torch_npu's few others are listed in _UNPREFIXED")
         variants = [v.strip() for v in str(item.get("variants", "function")).split(",")]
         if not set(variants) <= {"function", "method"}:
             raise CodegenError(f"{where} '{name}': variants must be 'function', 'method' or 'function, method'")
