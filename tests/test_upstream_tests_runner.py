@@ -96,3 +96,14 @@ def test_report_only_rewrites_the_doc_from_saved_results(checkout, tmp_path):
                            str(tmp_path / "results.json"), "--doc", str(doc)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "| npu | 1 | 1 | 1 | 0 | 0 | 1 |" in doc.read_text()
+
+
+def test_rerun_failed_keeps_the_other_files_results(checkout, tmp_path):
+    run(checkout, tmp_path, "--files", "npu/test_device_ok.py", "npu/test_missing_name.py")
+    results = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, str(RUNNER), str(checkout), "--rerun-failed", str(results), "--json",
+                           str(results)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "running 1 files" in proc.stdout  # only the failed one ran again
+    merged = {r["path"]: r["status"] for r in json.loads(results.read_text())["files"]}
+    assert merged == {"npu/test_device_ok.py": "passed", "npu/test_missing_name.py": "failed"}

@@ -220,6 +220,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _stop_running)
     signal.signal(signal.SIGINT, _stop_running)
     started = time.monotonic()
+    # A re-run's earlier results are read now: the saves below may write to the same file.
+    previous = json.loads(Path(args.rerun_failed).read_text()) if args.rerun_failed else None
     results = [FileResult(path=f, status="chip-specific", cause="chip-specific", detail=CHIP_SPECIFIC[f])
                for f in skipped]
     with tempfile.TemporaryDirectory(prefix="upstream-tests-") as workdir, \
@@ -230,12 +232,13 @@ def main(argv=None):
             r = future.result()
             results.append(r)
             print(file_line(r), flush=True)
-            _save(args.json, results, {"test_root": str(test_root), "seconds": round(time.monotonic() - started),
-                                       "selection": f"the first {len(results)} files of a run in progress"})
+            so_far = {"test_root": str(test_root), "seconds": round(time.monotonic() - started),
+                      "selection": f"the first {len(results)} files of a run in progress"}
+            _save(args.json, *(_merge(previous, results, so_far) if previous else (results, so_far)))
     meta = {"test_root": str(test_root), "seconds": round(time.monotonic() - started),
             "selection": "chosen files" if args.files else "folders " + ", ".join(args.dirs)}
-    if args.rerun_failed:
-        results, meta = _merge(Path(args.rerun_failed), results, meta)
+    if previous:
+        results, meta = _merge(previous, results, meta)
     print()
     for line in summary_lines(results):
         print(line)
@@ -260,8 +263,7 @@ def file_line(r: FileResult) -> str:
     return f"{r.status.upper()} {r.path} [{counts}] [{r.cause}]{where} {r.first_error or (r.tail[-1] if r.tail else '')}"
 
 
-def _merge(previous_json: Path, rerun, meta):
-    previous = json.loads(previous_json.read_text())
+def _merge(previous: dict, rerun, meta):
     fresh = {r.path: r for r in rerun}
     fields = set(FileResult.__dataclass_fields__)
     merged = [fresh.get(d["path"]) or FileResult(**{k: v for k, v in d.items() if k in fields})
