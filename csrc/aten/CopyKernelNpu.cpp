@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "csrc/core/NPUSyncDebug.h"
 #include "csrc/aten/DeviceOpSupport.h"
 #include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/core/NPUCachingAllocator.h"
@@ -77,6 +78,7 @@ bool copyNowIfIdle(const NPUStream& stream, void* dst, const void* src, size_t n
 }
 
 void copyHostToNpu(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (!non_blocking) c10_npu::warnOrErrorOnSync("a blocking copy from the host to npu");
   c10::DeviceGuard guard(dst.device());
   NPUStream stream = c10_npu::getCurrentNPUStream(dst.device().index());
   // Pageable memory is copied synchronously even with non_blocking (as CUDA does).
@@ -140,6 +142,7 @@ void copyNpuToHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocki
   checkHostRoomFor(dst);
   NPUStream stream = c10_npu::getCurrentNPUStream(src.device().index());
   const bool async = non_blocking && c10_npu::isPinnedPtr(dst.storage().data());
+  if (!async) c10_npu::warnOrErrorOnSync("a blocking copy from npu to the host (.cpu(), .item(), .tolist(), ...)");
   if (!async && bytewiseCopyable(src, dst) &&
       copyNowIfIdle(stream, dst.data_ptr(), src.const_data_ptr(), dst.nbytes(),
                     NRT_MEMCPY_DEVICE_TO_HOST)) {

@@ -140,6 +140,11 @@ PYBIND11_MODULE(_C, m) {
                                   reinterpret_cast<nrtEvent_t>(end)));
     return static_cast<double>(ms);
   });
+  m.def("_utilization", [](int device) {
+    int32_t percent = 0;
+    NPU_CHECK(nrtGetDeviceUtilization(device, &percent));
+    return percent;
+  });
   m.def("_get_soc_name", [] { return c10_npu::GetSocName(); });
   m.def("_get_soc_version", [] { return static_cast<int>(c10_npu::GetSocVersion()); });
   m.def("_is_support_inf_nan", [] { return c10_npu::IsSupportInfNan(); });

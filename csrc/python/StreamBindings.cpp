@@ -1,10 +1,12 @@
-// StreamBindings.cpp - Stream.npu_stream (the runtime handle) and torch_npu.erase_stream for Python.
+// StreamBindings.cpp - Stream.npu_stream (the runtime handle), torch_npu.erase_stream and the sync debug
+// mode for Python.
 #include "csrc/python/StreamBindings.h"
 
 #include <torch/csrc/utils/pybind.h>
 
 #include "csrc/core/NPUCachingAllocator.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/core/NPUSyncDebug.h"
 
 namespace torch_npu::python {
 namespace {
@@ -19,6 +21,8 @@ c10::Stream npuStream(int64_t stream_id, int64_t device_index, int64_t device_ty
 }  // namespace
 
 void initStreamBindings(py::module& m) {
+  m.def("_set_sync_debug_mode", &c10_npu::setSyncDebugMode);
+  m.def("_get_sync_debug_mode", &c10_npu::syncDebugMode);
   // Stream.npu_stream: the runtime stream's handle (for extensions that launch work on it themselves).
   m.def("_stream_handle", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
     const c10::Stream stream = npuStream(stream_id, device_index, device_type, "npu_stream");

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string_view>
 
+#include "DeviceBusy.h"
 #include "Error.h"
 #include "FaultInjection.h"
 #include "Runtime.h"
@@ -175,6 +176,17 @@ nrtError_t nrtGetDeviceStatus(int32_t device, nrtDeviceStatus* status) {
     if (nrtError_t error = npu::runtime::CheckDevice(rt.config(), device)) return error;
     const bool lost = rt.faults() != nullptr && rt.faults()->Lost(device);
     *status = lost ? NRT_DEVICE_LOST : NRT_DEVICE_OK;
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtGetDeviceUtilization(int32_t device, int32_t* percent) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (percent == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetDeviceUtilization: percent is NULL");
+    }
+    if (nrtError_t error = npu::runtime::CheckDevice(rt.config(), device)) return error;
+    *percent = npu::runtime::busy::UtilizationSinceLastQuery(device);
     return NRT_SUCCESS;
   });
 }

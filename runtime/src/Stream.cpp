@@ -12,6 +12,7 @@
 
 #include "Activity.h"
 #include "Device.h"
+#include "DeviceBusy.h"
 #include "Event.h"
 #include "Error.h"
 #include "FaultInjection.h"
@@ -328,6 +329,7 @@ void Stream::Run() {
     }
     const bool watched = options_.task_timeout.count() > 0;
     if (watched) WatchTask(task);
+    busy::TaskStarted(device_);
     if (options_.faults == nullptr) {
       failure = RunTask(task);
     } else {
@@ -335,6 +337,7 @@ void Stream::Run() {
       failure = RunTask(task);
       failure = ApplyFaults(task, std::chrono::steady_clock::now() - start, std::move(failure));
     }
+    busy::TaskEnded(device_);
     if (watched) {
       std::lock_guard<std::mutex> lock(watch_mu_);
       watch_since_ns_ = 0;

@@ -18,6 +18,7 @@ from torch_npu.npu.device import (
     is_initialized,
     set_device,
     synchronize,
+    utilization,
     _is_in_bad_fork,
     _lazy_init,
 )
@@ -29,6 +30,8 @@ from torch_npu.npu.streams import (
     set_stream,
     stream,
     StreamContext,
+    get_sync_debug_mode,
+    set_sync_debug_mode,
 )
 from torch_npu.npu.memory import (
     caching_allocator_alloc,

@@ -293,3 +293,12 @@ def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -
     if isinstance(device, int):
         return device
     raise ValueError(f"Expected a npu device, an index or None, but got: {device!r}")
+
+
+def utilization(device=None) -> int:
+    """Percent (0-100) of the time since the previous call for this device (or since the process started)
+    during which the device was running work: at least one of its streams executing a task. torch.cuda
+    samples over the driver's last period; here the period is the time between calls."""
+    idx = _index(device)
+    _C._check_device(idx)
+    return _C._utilization(idx)

@@ -133,3 +133,27 @@ def erase_stream(tensor: torch.Tensor, stream: torch.Stream) -> None:
     from torch_npu import _C
 
     _C._erase_stream(tensor, stream.stream_id, stream.device_index, int(stream.device_type))
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode) -> None:
+    """What happens when an operation makes the host wait for the npu (a blocking copy: .cpu(), .item(),
+    .tolist(), a copy from pageable memory): "default" / 0 nothing, "warn" / 1 a warning naming it,
+    "error" / 2 a RuntimeError instead. Explicit torch.npu.synchronize() is never reported."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError(f'invalid value of debug_mode {debug_mode!r}, expected one of "default", "warn", '
+                               '"error"')
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    from torch_npu import _C
+
+    _C._set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode() -> int:
+    """The mode set_sync_debug_mode set: 0, 1 or 2."""
+    from torch_npu import _C
+
+    return _C._get_sync_debug_mode()

@@ -191,6 +191,9 @@ NRT_API nrtError_t nrtResetOverflowStatus(nrtStream_t stream);
 // (NPU_SIM_FAULT); a lost device fails every later call with NRT_ERROR_DEVICE_LOST.
 typedef enum { NRT_DEVICE_OK = 0, NRT_DEVICE_LOST = 1 } nrtDeviceStatus;
 NRT_API nrtError_t nrtGetDeviceStatus(int32_t device, nrtDeviceStatus* status);
+// Percent (0-100) of the time since the previous call for `device` (or since the runtime started) during
+// which at least one of its streams was running a task.
+NRT_API nrtError_t nrtGetDeviceUtilization(int32_t device, int32_t* percent);
 
 // What launches a task, beyond its own name: the adapter pushes the ATen op it runs ("aten::mul")
 // while fault rules name ops (nrtFaultsMatchLaunchOrigins() is 1), so that NPU_SIM_FAULT's op=mul
