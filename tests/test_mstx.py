@@ -52,7 +52,6 @@ def test_markers_and_ranges_in_the_trace(tmp_path):
     found = profile_with(tmp_path, workload, mstx=True)
     assert {"loaded", "forward", "step", "inner"} <= set(found)
     assert any(name.endswith("compute_loss") for name in found)
-    assert found["loaded"]["dur"] < found["forward"]["dur"] or found["loaded"]["dur"] == 0
     # The range encloses what ran inside it: the step range covers the inner push / pop range.
     step, inner = found["step"], found["inner"]
     assert step["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= step["ts"] + step["dur"] + 1e-3

@@ -15,8 +15,8 @@ def test_aclnn_allow_hf32_is_the_convolution_switch():
         with torch.npu.aclnn.flags(allow_hf32=True):
             assert torch.npu.aclnn.allow_hf32 is True and torch.npu.conv.allow_hf32 is True
         assert torch.npu.conv.allow_hf32 is False  # restored
-        torch.npu.aclnn.allow_hf32 = True  # assignable, as torch.backends.cudnn's flags
-        assert torch.npu.conv.allow_hf32 is True
+        torch.npu.conv.allow_hf32 = True
+        assert torch.npu.aclnn.allow_hf32 is True
     finally:
         torch.npu.conv.allow_hf32 = before
     assert torch.npu.aclnn.backends.version() == torch.npu.utils.get_cann_version()
