@@ -4,6 +4,8 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from doc_sections import replace_section
+
 BEGIN = "<!-- optests:begin (written by make optests) -->"
 END = "<!-- optests:end -->"
 
@@ -80,12 +82,4 @@ def _short(text, limit=90):
 
 def write_doc(path: Path, results, meta):
     """Replace (or append) the optests section of `path`, leaving the rest of the file as it is."""
-    text = path.read_text() if path.exists() else ""
-    section = _doc_section(results, meta)
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
-        text = head + section + ("\n" + tail if tail else "")
-    else:
-        text = text.rstrip("\n") + ("\n\n" if text else "") + section
-    path.write_text(text)
+    replace_section(path, BEGIN, END, _doc_section(results, meta))

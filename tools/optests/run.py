@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from causes import FileResult, parse_output  # noqa: E402
+from processes import run_with_timeout, stop_children_on_signals  # noqa: E402
 from report import summary_lines, write_doc  # noqa: E402
 
 
@@ -43,35 +43,10 @@ def find_test_dir(root: Path, suite: str = "base") -> Path:
                      "op-plugin checkout (OPPLUGIN=/path/to/op-plugin)")
 
 
-_running = set()  # process groups of the files being run, ended if the runner is stopped
-
-
-def _stop_running(signum, _frame):
-    for pid in list(_running):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    raise SystemExit(128 + signum)
-
-
 def run_file(path: Path, python: str, timeout: float, workdir: Path, env: dict):
     """Run one test file; returns its FileResult."""
-    start = time.monotonic()
-    proc = subprocess.Popen([python, str(path)], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    _running.add(proc.pid)
-    timed_out = False
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-    finally:
-        _running.discard(proc.pid)
-    text = out.decode("utf-8", errors="replace")
-    return parse_output(path.name, proc.returncode, text, time.monotonic() - start, timed_out)
+    returncode, text, timed_out, seconds = run_with_timeout([python, str(path)], workdir, env, timeout)
+    return parse_output(path.name, returncode, text, seconds, timed_out)
 
 
 def file_line(r) -> str:
@@ -132,8 +107,7 @@ def main(argv=None):
     print(f"running {len(files)} files from {test_dir} ({args.jobs} at a time, {args.timeout:.0f}s "
           f"timeout each)", flush=True)
 
-    signal.signal(signal.SIGTERM, _stop_running)
-    signal.signal(signal.SIGINT, _stop_running)
+    stop_children_on_signals()
     started = time.monotonic()
     results = []
     with tempfile.TemporaryDirectory(prefix="optests-") as workdir, \

@@ -14,8 +14,6 @@ NPU cannot honestly provide are listed in chip_specific.py with the reason and r
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "optests"))
 from causes import CAUSES  # noqa: E402  (the op tests' failure causes, shared)
 from chip_specific import CHIP_SPECIFIC  # noqa: E402
+from processes import run_with_timeout, stop_children_on_signals  # noqa: E402
 from tables import summary_lines, write_doc  # noqa: E402
 
 # The folders of upstream's test/ that say what the Python API must do; distributed: its hccl, c10d and
@@ -86,47 +85,22 @@ def select_files(test_root: Path, args):
     return files
 
 
-_running = set()
-
-
-def _stop_running(signum, _frame):
-    for pid in list(_running):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    raise SystemExit(128 + signum)
-
-
 def run_file(test_root: Path, rel: str, python: str, timeout: float, workdir: Path, env: dict) -> FileResult:
     """pytest on one file, from its own folder (upstream's tests import their neighbours)."""
     path = test_root / rel
     xml = workdir / (rel.replace("/", "__") + ".xml")
-    start = time.monotonic()
     cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", f"--junitxml={xml}",
            "-o", "junit_family=xunit1", path.name]
-    proc = subprocess.Popen(cmd, cwd=path.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    _running.add(proc.pid)
-    timed_out = False
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-    finally:
-        _running.discard(proc.pid)
-    text = out.decode("utf-8", errors="replace")
-    result = FileResult(path=rel, status="failed", seconds=round(time.monotonic() - start, 1),
-                        returncode=proc.returncode, tail=text.rstrip().splitlines()[-8:])
+    returncode, text, timed_out, seconds = run_with_timeout(cmd, path.parent, env, timeout)
+    result = FileResult(path=rel, status="failed", seconds=round(seconds, 1), returncode=returncode,
+                        tail=text.rstrip().splitlines()[-8:])
     if xml.exists() and not timed_out:
         _read_junit(xml, result)
     if timed_out:
         result.status = "timeout"
-    elif proc.returncode < 0 or proc.returncode in (134, 139):
+    elif returncode < 0 or returncode in (134, 139):
         result.status = "crashed"
-    elif proc.returncode in (0, 5) and result.failures + result.errors == 0:
+    elif returncode in (0, 5) and result.failures + result.errors == 0:
         result.status = "passed"  # 5: no tests collected (every test skipped at import by upstream's markers)
     if result.status != "passed":
         result.cause, result.detail = classify(result, text)
@@ -217,8 +191,7 @@ def main(argv=None):
     env.setdefault("OMP_NUM_THREADS", "1")  # --jobs processes share the cores
     print(f"running {len(to_run)} files of {test_root} ({args.jobs} at a time, {args.timeout:.0f}s timeout "
           f"each; {len(skipped)} chip-specific files listed, not run)", flush=True)
-    signal.signal(signal.SIGTERM, _stop_running)
-    signal.signal(signal.SIGINT, _stop_running)
+    stop_children_on_signals()
     started = time.monotonic()
     # A re-run's earlier results are read now: the saves below may write to the same file.
     previous = json.loads(Path(args.rerun_failed).read_text()) if args.rerun_failed else None
