@@ -34,6 +34,12 @@ class _ThenWork:
         return future
 
 
+def _check_rows_alike(name, output, input):
+    if output.shape[1:] != input.shape[1:] or output.dtype != input.dtype:
+        raise ValueError(f"{name}: output {tuple(output.shape)} {output.dtype} and input {tuple(input.shape)} "
+                         f"{input.dtype} must agree beyond dim 0")
+
+
 def _splits(name, sizes, total, world, rank_rows, rank):
     sizes = [int(s) for s in sizes]
     if len(sizes) != world:
@@ -53,9 +59,7 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None, group=
     if output_split_sizes is None:
         return dist.all_gather_into_tensor(output, input, group=group, async_op=async_op)
     world, rank = dist.get_world_size(group), dist.get_rank(group)
-    if output.shape[1:] != input.shape[1:] or output.dtype != input.dtype:
-        raise ValueError(f"all_gather_into_tensor_uneven: output {tuple(output.shape)} {output.dtype} and input "
-                         f"{tuple(input.shape)} {input.dtype} must agree beyond dim 0")
+    _check_rows_alike("all_gather_into_tensor_uneven", output, input)
     sizes = _splits("all_gather_into_tensor_uneven", output_split_sizes, output.size(0), world, input.size(0), rank)
     most = max(sizes)
     padded = input.new_zeros((most,) + tuple(input.shape[1:]))
@@ -82,9 +86,7 @@ def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None, op=dist.
     if input_split_sizes is None:
         return dist.reduce_scatter_tensor(output, input, op=op, group=group, async_op=async_op)
     world, rank = dist.get_world_size(group), dist.get_rank(group)
-    if output.shape[1:] != input.shape[1:] or output.dtype != input.dtype:
-        raise ValueError(f"reduce_scatter_tensor_uneven: output {tuple(output.shape)} {output.dtype} and input "
-                         f"{tuple(input.shape)} {input.dtype} must agree beyond dim 0")
+    _check_rows_alike("reduce_scatter_tensor_uneven", output, input)
     sizes = _splits("reduce_scatter_tensor_uneven", input_split_sizes, input.size(0), world, output.size(0), rank)
     most = max(sizes)
     padded = input.new_zeros((most * world,) + tuple(input.shape[1:]))

@@ -58,6 +58,9 @@ class NpuFusedOptimizerBase(torch.optim.Optimizer):
     def _update(self, group, bucket: _Bucket, step: int) -> None:
         raise NotImplementedError
 
+    def _before_updates(self, buckets: List[_Bucket]) -> None:
+        """Called once per step with every bucket about to be updated (for what spans all of them)."""
+
     # --- combining ----------------------------------------------------------------------------
     def _make_buckets(self, group) -> List[_Bucket]:
         by_key: Dict[tuple, List[torch.Tensor]] = {}
@@ -128,8 +131,10 @@ class NpuFusedOptimizerBase(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for index, group in enumerate(self.param_groups):
-            for bucket in self._group_buckets(index, group):
+        groups = [(group, self._group_buckets(index, group)) for index, group in enumerate(self.param_groups)]
+        self._before_updates([bucket for _, buckets in groups for bucket in buckets])
+        for group, buckets in groups:
+            for bucket in buckets:
                 step = 0
                 if self._has_step:
                     steps = [self.state[p]["step"] for p in bucket.params]

@@ -36,22 +36,13 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
     def _state_names(self, group):
         return ["exp_avg", "exp_avg_sq"]
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+    def _before_updates(self, buckets):
         self._grad_divisor = None
-        if self.use_global_grad_norm:
-            squares = [bucket.flat_grad.float().pow(2).sum() for index, group in enumerate(self.param_groups)
-                       for bucket in self._group_buckets(index, group)]
-            if squares:
-                # max(norm, 1): gradients are divided only when their global norm exceeds 1 (no sync).
-                device = squares[0].device
-                self._grad_divisor = torch.stack([q.to(device) for q in squares]).sum().sqrt().clamp(min=1.0)
-        super().step()
-        return loss
+        if self.use_global_grad_norm and buckets:
+            # max(norm, 1): gradients are divided only when their global norm exceeds 1 (no sync).
+            device = buckets[0].flat_grad.device
+            squares = torch.stack([b.flat_grad.float().pow(2).sum().to(device) for b in buckets])
+            self._grad_divisor = squares.sum().sqrt().clamp(min=1.0)
 
     def _update(self, group, bucket, step):
         param, grad = bucket.flat_param, bucket.flat_grad
