@@ -195,3 +195,53 @@ def test_gelu_and_scaled_masked_softmax_on_device_ops(dtype):
     torch_npu.npu_geglu(y)[0].sum().backward()
     torch.npu.synchronize()
     assert [count(n) - b for n, b in zip(names, before)] == [1, 1, 1, 1, 1]
+
+
+def dropout_add_softmax_reference(self, x1, alpha, keep_mask, prob, dim):
+    """softmax(x1 + alpha * self) along dim in float32, then dropout by the given 0/1 mask."""
+    p = torch.softmax(x1.float() + alpha * self.float(), dim)
+    return p, p * keep_mask.view(p.shape).float() / (1 - prob)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("prob", [0.0, 0.3])
+def test_dropout_with_add_softmax_and_gradients(dtype, prob):
+    self_cpu, x1_cpu = torch.randn(2, 4, 8, 16).to(dtype), torch.randn(2, 4, 8, 16).to(dtype)
+    s = self_cpu.npu().requires_grad_(True)
+    x = x1_cpu.npu().requires_grad_(True)
+    mask, softmax, out = torch_npu.npu_dropout_with_add_softmax(s, x, 0.125, prob, -1)
+    assert mask.dtype == torch.uint8 and mask.shape == (s.numel(),) and softmax.dtype == out.dtype == dtype
+    kept = mask.cpu().float().mean().item()
+    if prob == 0.0:
+        assert kept == 1.0
+    else:
+        assert set(mask.cpu().unique().tolist()) <= {0, 1} and abs(kept - (1 - prob)) < 0.05
+    # The reference replays the returned mask; gradients by autograd through it.
+    rs, rx = self_cpu.float().requires_grad_(True), x1_cpu.float().requires_grad_(True)
+    ref_softmax, ref_out = dropout_add_softmax_reference(rs, rx, 0.125, mask.cpu(), prob, -1)
+    check(softmax, ref_softmax, dtype)
+    check(out, ref_out, dtype)
+    grad = torch.randn(out.shape)
+    out.backward(grad.to(dtype).npu())
+    ref_out.backward(grad.to(dtype).float())
+    check(s.grad, rs.grad, dtype)
+    check(x.grad, rx.grad, dtype)
+
+
+def test_dropout_with_add_softmax_meta_device_ops_and_errors():
+    m = torch.empty(2, 3, 4, 8, device="meta")
+    mask, softmax, out = torch.ops.npu.npu_dropout_with_add_softmax(m, m, 2, 0.1, -1)
+    assert mask.shape == (192,) and mask.dtype == torch.uint8 and softmax.shape == out.shape == m.shape
+    count = lambda name: torch.npu.op_stats().get(name, {}).get("device_op", 0)  # noqa: E731
+    names = ["aclnnAxpyWithSoftmaxAndDropOutDoMask", "aclnnDropoutWithMulsAndSoftmaxGrad"]
+    before = [count(n) for n in names]
+    a = torch.randn(2, 8, device=NPU, requires_grad=True)
+    torch_npu.npu_dropout_with_add_softmax(a, torch.randn(2, 8, device=NPU), 1.0, 0.5, 1)[2].sum().backward()
+    torch.npu.synchronize()
+    assert [count(n) - b for n, b in zip(names, before)] == [1, 1]
+    with pytest.raises(ValueError, match="must be in \\[0, 1\\)"):
+        torch_npu.npu_dropout_with_add_softmax(a, a, 1.0, 1.0, -1)
+    with pytest.raises(ValueError, match="same shape"):
+        torch_npu.npu_dropout_with_add_softmax(a, torch.randn(2, 4, device=NPU), 1.0, 0.1, -1)
+    with pytest.raises(IndexError, match="out of range"):
+        torch_npu.npu_dropout_with_add_softmax(a, a, 1.0, 0.1, 2)

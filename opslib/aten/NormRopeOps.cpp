@@ -1,6 +1,6 @@
 // NormRopeOps.cpp - the LLM layers' fused device ops: RMSNorm (plain, Gemma's 1 + gamma, with a
 // residual add) and its gradient, rotary position embedding and its gradient, SwiGLU, GeGLU, FastGelu
-// and the scaled masked softmax with their gradients. Float16 / bfloat16 compute in float32 and round
+// the scaled masked softmax and the add + softmax + dropout fusion with their gradients. Float16 / bfloat16 compute in float32 and round
 // once, as NPUs do.
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
@@ -367,3 +367,59 @@ extern "C" NOP_API aclnnStatus aclnnScaledMaskedSoftmaxBackwardGetWorkspaceSize(
   });
 }
 NPU_ATEN_OP(ScaledMaskedSoftmaxBackward, "gradOutput, y, mask, scale, fixedTriuMask, out");
+
+// softmax(x1 + alpha * x2) along the axis, then dropout by a byte mask (1 = keep) scaled by 1 / keepProb:
+// the fusion torch_npu's npu_dropout_with_add_softmax launches (AxpyWithSoftmaxAndDropOutDoMask on NPUs).
+extern "C" NOP_API aclnnStatus aclnnAxpyWithSoftmaxAndDropOutDoMaskGetWorkspaceSize(
+    const aclTensor* x1, const aclTensor* x2, const aclTensor* mask, const aclScalar* alpha, double keepProb,
+    int64_t axis, aclTensor* softmaxOut, aclTensor* dropoutOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnAxpyWithSoftmaxAndDropOutDoMask", workspaceSize, executor, [&] {
+    at::Tensor a = requiredTensor(x1, "x1"), b = requiredTensor(x2, "x2"), m = requiredTensor(mask, "mask");
+    at::Tensor so = requiredTensor(softmaxOut, "softmaxOut"), dout = requiredTensor(dropoutOut, "dropoutOut");
+    const at::Scalar al = hostScalar(alpha);
+    TORCH_CHECK(a.sizes() == b.sizes(), "aclnnAxpyWithSoftmaxAndDropOutDoMask: x1 ", a.sizes(), " and x2 ", b.sizes(),
+                " must have the same shape");
+    TORCH_CHECK(m.scalar_type() == at::kByte && m.numel() >= a.numel(),
+                "aclnnAxpyWithSoftmaxAndDropOutDoMask: mask must be uint8 with one byte per element (", a.numel(),
+                "), got ", m.scalar_type(), " with ", m.numel());
+    TORCH_CHECK(keepProb > 0.0 && keepProb <= 1.0,
+                "aclnnAxpyWithSoftmaxAndDropOutDoMask: keepProb must be in (0, 1], got ", keepProb);
+    return Prepared{{a, b, m}, [=]() mutable {
+                      const at::Tensor p = at::softmax(wide(a) + wide(b) * al.toDouble(), axis);
+                      so.copy_(p);
+                      const at::Tensor keep = m.narrow(0, 0, a.numel()).view(a.sizes()).to(at::kFloat);
+                      dout.copy_(p * keep * (1.0 / keepProb));
+                    },
+                    {so, dout}};
+  });
+}
+NPU_ATEN_OP(AxpyWithSoftmaxAndDropOutDoMask, "x1, x2, mask, alpha, keepProb, axis, softmaxOut, dropoutOut");
+
+// The gradient of that fusion: gradX1 = softmax'(dropout'(gradOutput)), gradX2 = alpha * gradX1
+// (DropoutWithMulsAndSoftmaxGrad on NPUs computes the second).
+extern "C" NOP_API aclnnStatus aclnnDropoutWithMulsAndSoftmaxGradGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* mask, const aclTensor* softmax, const aclScalar* alpha,
+    double keepProb, int64_t axis, aclTensor* gradX1, aclTensor* gradX2, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepareOp("aclnnDropoutWithMulsAndSoftmaxGrad", workspaceSize, executor, [&] {
+    at::Tensor g = requiredTensor(gradOutput, "gradOutput"), m = requiredTensor(mask, "mask");
+    at::Tensor p = requiredTensor(softmax, "softmax");
+    at::Tensor g1 = requiredTensor(gradX1, "gradX1"), g2 = requiredTensor(gradX2, "gradX2");
+    const at::Scalar al = hostScalar(alpha);
+    TORCH_CHECK(g.sizes() == p.sizes(), "aclnnDropoutWithMulsAndSoftmaxGrad: gradOutput ", g.sizes(),
+                " must have the softmax's shape ", p.sizes());
+    TORCH_CHECK(m.scalar_type() == at::kByte && m.numel() >= p.numel(),
+                "aclnnDropoutWithMulsAndSoftmaxGrad: mask must be uint8 with one byte per element");
+    TORCH_CHECK(keepProb > 0.0 && keepProb <= 1.0,
+                "aclnnDropoutWithMulsAndSoftmaxGrad: keepProb must be in (0, 1], got ", keepProb);
+    return Prepared{{g, m, p}, [=]() mutable {
+                      const at::Tensor keep = m.narrow(0, 0, p.numel()).view(p.sizes()).to(at::kFloat);
+                      const at::Tensor gp = wide(g) * keep * (1.0 / keepProb), pf = wide(p);
+                      const at::Tensor dx = (gp - at::sum(gp * pf, {axis}, /*keepdim=*/true)) * pf;
+                      g1.copy_(dx);
+                      g2.copy_(dx * al.toDouble());
+                    },
+                    {g1, g2}};
+  });
+}
+NPU_ATEN_OP(DropoutWithMulsAndSoftmaxGrad, "gradOutput, mask, softmax, alpha, keepProb, axis, gradX1, gradX2");
