@@ -8,9 +8,11 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <dlfcn.h>
+#include <immintrin.h>
 #include <npu/opslib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -79,14 +81,36 @@ void parallelFor(int64_t n, const F& fn, int64_t min_chunk = 1) {
   });
 }
 
-// parallelFor over [0, n) in a few consecutive waves: between waves the host's pool may resize its
-// team (a kernel that started while the host was still launching takes every core once it waits).
+// The items of one wave of parallelWaves, handed out one at a time.
+class WorkClaims {
+ public:
+  WorkClaims(int64_t from, int64_t to) : next_(from), to_(to) {}
+  // The next unclaimed item, or false once the wave has none left.
+  bool next(int64_t& item) const {
+    item = next_.fetch_add(1, std::memory_order_relaxed);
+    return item < to_;
+  }
+
+ private:
+  mutable std::atomic<int64_t> next_;
+  const int64_t to_;
+};
+
+// Work items [0, n) on the parallel loop's threads: each thread runs body(claims) once per wave and
+// takes items with claims.next(item) until the wave has none left, so that items of uneven cost
+// (causal blocks) balance. The waves grow from n / 16 items: between waves the host's pool may
+// resize its team (a kernel that starts while the host is still launching runs its first wave on
+// fewer threads and takes every core once the host waits for it), so a first wave on too few
+// threads costs little. Fewer than 16 items run as one wave.
 template <typename F>
-void parallelWaves(int64_t n, const F& fn) {
-  const int64_t waves = std::clamp<int64_t>(n / 8, 1, 4);
-  for (int64_t w = 0; w < waves; ++w) {
-    const int64_t from = n * w / waves, to = n * (w + 1) / waves;
-    parallelFor(to - from, [&](int64_t begin, int64_t end) { fn(from + begin, from + end); });
+void parallelWaves(int64_t n, const F& body) {
+  int64_t size = n < 16 ? n : n / 16;
+  for (int64_t from = 0; from < n; size *= 2) {
+    int64_t to = std::min(n, from + size);
+    if (n - to < 2 * size) to = n;  // the last wave takes a remainder smaller than the next wave
+    const WorkClaims claims(from, to);
+    parallelFor(to - from, [&](int64_t, int64_t) { body(claims); });
+    from = to;
   }
 }
 
@@ -232,6 +256,48 @@ NPU_FA_SIMD float expRowSum(float* s, int64_t n, float max) {
   return treeSum(part);
 }
 float expRow(float* s, int64_t n, float max) { return expRowSum<true>(s, n, max); }
+
+// expRowSum's exponentials written straight to bfloat16 (round to nearest even) in one pass, on
+// AVX-512 with its bfloat16 conversion: the portable loops need two passes (fused, they do not
+// vectorize), and that second pass over the block is what the fused path spends on it.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) float expRowToBFloat16Avx512(const float* s, int64_t n, float max,
+                                                                           uint16_t* to, bool masked) {
+  const __m512 vmax = _mm512_set1_ps(max), lo = _mm512_set1_ps(-87.0f), neg_inf = _mm512_set1_ps(kNegInf);
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f), shifter = _mm512_set1_ps(12582912.0f);
+  const __m512 ln2_hi = _mm512_set1_ps(0.693145751953125f), ln2_lo = _mm512_set1_ps(1.428606765330187045e-06f);
+  const __m512i bias = _mm512_set1_epi32(0x4B400000 - 127);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 lanes = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1u);
+    const __m512 x = _mm512_maskz_loadu_ps(lanes, s + j);
+    // The same steps as expNonPositive.
+    const __m512 y = _mm512_max_ps(_mm512_sub_ps(x, vmax), lo);
+    const __m512 t = _mm512_fmadd_ps(y, log2e, shifter);
+    const __m512 k = _mm512_sub_ps(t, shifter);
+    const __m512 r = _mm512_fnmadd_ps(k, ln2_lo, _mm512_fnmadd_ps(k, ln2_hi, y));
+    __m512 poly = _mm512_set1_ps(1.3981999507e-3f);
+    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(8.3334519073e-3f));
+    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(4.1665795894e-2f));
+    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.6666665459e-1f));
+    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(5.0000001201e-1f));
+    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f));
+    poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f));
+    const __m512 two_k = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_castps_si512(t), bias), 23));
+    __mmask16 keep = lanes;
+    if (masked) keep &= _mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_OQ);  // masked (-inf) scores become 0
+    const __m512 v = _mm512_maskz_mul_ps(keep, poly, two_k);
+    sum = _mm512_add_ps(sum, v);
+    const __m256bh packed = _mm512_cvtneps_pbh(v);
+    _mm256_mask_storeu_epi16(to + j, lanes, reinterpret_cast<const __m256i&>(packed));
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+inline bool hasAvx512BFloat16() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
 
 // s[j] *= by (by > 0: masked -inf scores stay -inf); returns max(start, s[j]).
 NPU_FA_SIMD float scaleRowMax(float* s, int64_t n, float by, float start) {

@@ -253,6 +253,9 @@ class PackedKeyValues {
 // to[j] = T(exp(s[j] - max)) (s may be overwritten); returns the sum of the float values.
 template <typename T>
 float expRowTo(float* s, int64_t n, float max, T* to, bool masked) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    if (hasAvx512BFloat16()) return expRowToBFloat16Avx512(s, n, max, reinterpret_cast<uint16_t*>(to), masked);
+  }
   const float sum = masked ? expRowSum<true>(s, n, max) : expRowSum<false>(s, n, max);  // each loop on its own vectorizes; fused they do not
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
     toBFloat16(s, n, reinterpret_cast<uint16_t*>(to));
@@ -307,16 +310,18 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
   for (int64_t b = 0; b < p.batch; ++b) {
     first_block[b + 1] = first_block[b] + p.q_heads * ((p.q_len[b] + kQueryBlock - 1) / kQueryBlock);
   }
-  parallelWaves(first_block[p.batch], [&](int64_t begin, int64_t end) {
+  parallelWaves(first_block[p.batch], [&](const WorkClaims& claims) {
     const SerialBlas serial;
     std::vector<float> scores(kQueryBlock * kKeyBlock), acc(kQueryBlock * dv);
     std::vector<float> m(kQueryBlock), l(kQueryBlock);
     std::vector<T> pbuf;
-    for (int64_t item = begin; item < end; ++item) {
+    for (int64_t item; claims.next(item);) {
       const int64_t b = std::upper_bound(first_block.begin(), first_block.end(), item) - first_block.begin() - 1;
       const int64_t blocks = (p.q_len[b] + kQueryBlock - 1) / kQueryBlock;
       const int64_t n = (item - first_block[b]) / blocks;
-      const int64_t i0 = ((item - first_block[b]) % blocks) * kQueryBlock;
+      // A head's last blocks first: under a causal mask they cost the most, and the cheap ones left
+      // for the end of a wave balance its threads.
+      const int64_t i0 = (blocks - 1 - (item - first_block[b]) % blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, p.q_len[b] - i0);
       const int64_t kvn = n / group;
       const T* qrows = rowPtr(q, p.q, b, n, i0);
@@ -362,7 +367,7 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
               std::fill(to + first, to + last, T(0.0f));
               continue;
             }
-            const float correction = m[r] == kNegInf ? 0.0f : std::exp(m[r] - new_max);
+            const float correction = m[r] == kNegInf ? 0.0f : expNonPositive(m[r] - new_max);
             l[r] = l[r] * correction + expRowTo(row + first, last - first, new_max, to + first, !band_only);
             m[r] = new_max;
             if (correction != 1.0f) scaleRow(acc.data() + r * dv, dv, correction);
@@ -377,7 +382,7 @@ void forwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::T
             std::fill(row, row + cols, 0.0f);
             continue;
           }
-          const float correction = m[r] == kNegInf ? 0.0f : std::exp(m[r] - new_max);
+          const float correction = m[r] == kNegInf ? 0.0f : expNonPositive(m[r] - new_max);
           l[r] = l[r] * correction + expRow(row, cols, new_max);
           m[r] = new_max;
           if (correction != 1.0f) scaleRow(acc.data() + r * dv, dv, correction);
@@ -444,12 +449,12 @@ void backwardImpl(const AttentionProblem& p, const at::Tensor& query, const at::
   std::vector<float> dk_share(shared ? kv_offset[p.batch] * p.q_heads * d : 0);
   std::vector<float> dv_share(shared ? kv_offset[p.batch] * p.q_heads * dvd : 0);
 
-  parallelWaves(p.batch * p.q_heads, [&](int64_t begin, int64_t end) {
+  parallelWaves(p.batch * p.q_heads, [&](const WorkClaims& claims) {
     const SerialBlas serial;
     std::vector<float> s(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock), dropped;
     std::vector<float> dqacc, own_dk, own_dv, delta;
     std::vector<T> pbuf, dsbuf;
-    for (int64_t item = begin; item < end; ++item) {
+    for (int64_t item; claims.next(item);) {
       const int64_t b = item / p.q_heads, n = item % p.q_heads, kvn = n / group;
       const int64_t sq = p.q_len[b], skv = p.kv_len[b];
       float* dkacc;
