@@ -134,6 +134,10 @@ void eraseStream(const c10::DataPtr& ptr, NPUStream stream) { allocator().eraseS
 
 void emptyCache() { allocator().emptyCache({0, 0}); }
 
+void emptyVirtAddrCache() {
+  for (int i = 0; i < device_count(); ++i) allocator().device(i).emptyVirtAddrCache();
+}
+
 void forgetCachedMemoryAfterFork() noexcept { allocator().forgetAfterFork(); }
 
 void setMemoryFraction(double fraction, c10::DeviceIndex device) {

@@ -22,6 +22,8 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream);
 // torch_npu.erase_stream: undoes recordStream(ptr, stream) (the caller has ordered the streams itself).
 void eraseStream(const c10::DataPtr& ptr, NPUStream stream);
 void emptyCache();
+// torch.npu.empty_virt_addr_cache: every device's emptyVirtAddrCache().
+void emptyVirtAddrCache();
 void setMemoryFraction(double fraction, c10::DeviceIndex device);
 c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device);
 void resetPeakStats(c10::DeviceIndex device);

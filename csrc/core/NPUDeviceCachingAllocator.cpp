@@ -139,6 +139,16 @@ void DeviceCachingAllocator::eraseStream(Block* block, nrtStream_t stream) {
   block->stream_uses.erase(stream);
 }
 
+void DeviceCachingAllocator::emptyVirtAddrCache() {
+  synchronizePendingEvents();
+  synchronizeDevice();
+  std::lock_guard<std::mutex> lock(mutex_);
+  processEvents();
+  std::vector<Block*> free_blocks(expandable_.blocks.begin(), expandable_.blocks.end());
+  for (Block* block : free_blocks) unmapFreePages(block);
+  planner_.reset();  // its addresses may be unmapped now
+}
+
 void DeviceCachingAllocator::emptyCache() {
   synchronizePendingEvents();
   synchronizeDevice();

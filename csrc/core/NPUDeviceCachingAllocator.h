@@ -65,6 +65,8 @@ class DeviceCachingAllocator {
   // Forgets an earlier recordStream: the block is reused after its free without waiting for `stream`.
   void eraseStream(Block* block, nrtStream_t stream);
   void emptyCache();
+  // Unmaps the free pages of expandable segments only; other cached segments stay.
+  void emptyVirtAddrCache();
   void setMemoryFraction(double fraction);
   DeviceStats stats();
   void resetPeak();

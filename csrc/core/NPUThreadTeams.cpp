@@ -2,6 +2,8 @@
 // whether the host waits, and shared by the op library's own parallel loops.
 #include "csrc/core/NPUThreadTeams.h"
 
+#include "csrc/core/NPUResourceLimits.h"
+
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <npu/opslib.h>
@@ -49,6 +51,8 @@ void startLaunching() {
 }
 }  // namespace detail
 
+int threadTeamSize() { return omp_get_max_threads(); }
+
 // omp_pause_soft: the calling thread's team threads exit; its next parallel region starts a new team.
 void releaseThreadTeam() { omp_pause_resource_all(omp_pause_soft); }
 
@@ -63,7 +67,9 @@ void sizeWorkerTeam(int host_waiting) {
   // torch.use_deterministic_algorithms(True): one team size always, so that CPU reductions (whose
   // summation order follows the team) give the same bits run after run.
   const bool fixed = at::globalContext().deterministicAlgorithms();
-  const int wanted = fixed || host_waiting != 0 || threads == 1 ? threads : threads - 1;
+  // set_device_limit / set_stream_limit: the vector-core limit's share of the threads.
+  const int wanted = std::min(fixed || host_waiting != 0 || threads == 1 ? threads : threads - 1,
+                              workerThreadCap(threads));
   if (wanted != current) {
     omp_set_num_threads(wanted);
     current = wanted;

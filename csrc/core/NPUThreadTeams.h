@@ -20,6 +20,10 @@ void installHostThreads();
 // Releases the calling thread's OpenMP team, if it has one and is outside a parallel region.
 void releaseThreadTeam();
 
+// The thread count the calling thread's next parallel region gets (on a stream worker: what its
+// kernels run on now).
+int threadTeamSize();
+
 namespace detail {
 extern thread_local bool t_launching;
 void startLaunching();

@@ -78,9 +78,10 @@ Runtime::Runtime(const Config& config, uint64_t generation)
     : config_(config),
       generation_(generation),
       faults_(FaultInjector::FromEnv()),
+      task_timeout_ns_(ReadTaskTimeoutFromEnv().count()),
       memory_(std::make_unique<DeviceMemory>(config.device_count, config.memory_capacity)),
       streams_(std::make_unique<StreamRegistry>(config.device_count, generation,
-                                                StreamOptions{faults_.get(), ReadTaskTimeoutFromEnv()})),
+                                                StreamOptions{faults_.get(), &task_timeout_ns_})),
       events_(std::make_unique<EventRegistry>()) {
   NPU_RT_LOG(kInfo, "software NPU started: ", config.device_count, " devices with ",
              FormatBytes(config.memory_capacity), " of memory each");
@@ -126,6 +127,25 @@ extern "C" {
 
 nrtError_t nrtInit(void) {
   return npu::runtime::WithRuntime([](npu::runtime::Runtime&) { return NRT_SUCCESS; });
+}
+
+nrtError_t nrtSetTaskTimeout(uint64_t timeout_ms) {
+  return npu::runtime::WithRuntime([&](npu::runtime::Runtime& rt) {
+    constexpr uint64_t kMaxMs = 1000ull * 1000 * 1000 * 1000;  // ~31 years: ns still fit in int64
+    if (timeout_ms > kMaxMs) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtSetTaskTimeout: ", timeout_ms, " ms is too large");
+    }
+    rt.task_timeout_ns().store(static_cast<int64_t>(timeout_ms) * 1000000, std::memory_order_relaxed);
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtGetTaskTimeout(uint64_t* timeout_ms) {
+  if (timeout_ms == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGetTaskTimeout: timeout_ms is NULL");
+  return npu::runtime::WithRuntime([&](npu::runtime::Runtime& rt) {
+    *timeout_ms = static_cast<uint64_t>(rt.task_timeout_ns().load(std::memory_order_relaxed) / 1000000);
+    return NRT_SUCCESS;
+  });
 }
 
 nrtError_t nrtFinalize(void) {

@@ -3,6 +3,7 @@
 #ifndef NPU_RUNTIME_SRC_RUNTIME_H_
 #define NPU_RUNTIME_SRC_RUNTIME_H_
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -36,11 +37,14 @@ class Runtime {
   EventRegistry& events() { return *events_; }
   // Injected faults (NPU_SIM_FAULT); nullptr when none are configured.
   FaultInjector* faults() { return faults_.get(); }
+  // The watchdog's limit on one task (NPU_SIM_TASK_TIMEOUT, then nrtSetTaskTimeout); 0: off.
+  std::atomic<int64_t>& task_timeout_ns() { return task_timeout_ns_; }
 
  private:
   const Config config_;
   const uint64_t generation_;
   std::unique_ptr<FaultInjector> faults_;  // outlives the streams that consult it
+  std::atomic<int64_t> task_timeout_ns_;   // likewise
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<StreamRegistry> streams_;
   std::unique_ptr<EventRegistry> events_;

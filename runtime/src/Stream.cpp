@@ -175,10 +175,11 @@ std::optional<std::string> Stream::StuckTask() const {
     std::lock_guard<std::mutex> lock(watch_mu_);
     if (watch_since_ns_ == 0) return std::nullopt;
     const int64_t ran = NowNs() - watch_since_ns_;
-    if (ran <= options_.task_timeout.count()) return std::nullopt;
+    const int64_t limit = TaskTimeoutNs();
+    if (limit <= 0 || ran <= limit) return std::nullopt;
     message = StrCat(watch_name_ ? watch_name_ : "a host task", " on ", name(), " has been running for ",
-                     Seconds(static_cast<double>(ran) / 1e9), ", longer than NPU_SIM_TASK_TIMEOUT=",
-                     Seconds(static_cast<double>(options_.task_timeout.count()) / 1e9),
+                     Seconds(static_cast<double>(ran) / 1e9), ", longer than the task timeout ",
+                     Seconds(static_cast<double>(limit) / 1e9), " (NPU_SIM_TASK_TIMEOUT / set_op_timeout_ms)",
                      ": it looks stuck (the stream stays busy until it finishes)");
     message += LaunchSuffix(watch_site_);
     upstream = watch_upstream_.lock();
@@ -327,7 +328,7 @@ void Stream::Run() {
     if (nrtWorkerTaskHook hook = g_worker_task_hook.load(std::memory_order_relaxed)) {
       hook(host_waiting_.load(std::memory_order_relaxed) > 0 ? 1 : 0);
     }
-    const bool watched = options_.task_timeout.count() > 0;
+    const bool watched = this->watched();
     if (watched) WatchTask(task);
     busy::TaskStarted(device_);
     if (options_.faults == nullptr) {

@@ -30,10 +30,11 @@ class EventRecord;
 class FaultInjector;
 
 // What every stream of a runtime shares: injected faults (nullptr when NPU_SIM_FAULT is unset) and
-// the watchdog's limit on one task (zero: off).
+// the watchdog's limit on one task in nanoseconds (zero or nullptr: off), which the runtime owns and
+// nrtSetTaskTimeout changes.
 struct StreamOptions {
   FaultInjector* faults = nullptr;
-  std::chrono::nanoseconds task_timeout{0};
+  const std::atomic<int64_t>* task_timeout_ns = nullptr;
 };
 
 // True once the calling thread made the process's last few short launches in a row. Stream::TryRunNow
@@ -110,7 +111,10 @@ class Stream {
   nrtError_t Synchronize();
   // With the watchdog on, waits for `reached` by polling and fails with NRT_ERROR_TASK_TIMEOUT once
   // this stream's running task exceeds its limit (event syncs use it: the event's stream is watched).
-  bool watched() const { return options_.task_timeout.count() > 0; }
+  bool watched() const { return TaskTimeoutNs() > 0; }
+  int64_t TaskTimeoutNs() const {
+    return options_.task_timeout_ns == nullptr ? 0 : options_.task_timeout_ns->load(std::memory_order_relaxed);
+  }
   nrtError_t WaitWatched(const std::function<bool()>& reached) const;
   // Runs on this stream's worker (an nrtStreamWaitEvent task): waits for `record`, and meanwhile
   // lets the watchdog name the stream waited for and what runs there.

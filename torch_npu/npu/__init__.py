@@ -37,6 +37,7 @@ from torch_npu.npu.memory import (
     caching_allocator_alloc,
     caching_allocator_delete,
     empty_cache,
+    empty_virt_addr_cache,
     get_allocator_backend,
     get_per_process_memory_fraction,
     host_empty_cache,
@@ -136,16 +137,27 @@ from torch_npu.npu.npu_config import (  # noqa: E402
     CubeMathType,
     are_compatible_impl_enabled,
     conv,
+    get_device_limit,
     get_mm_bmm_format_nd,
+    get_stream_limit,
     is_jit_compile_false,
     matmul,
+    reset_stream_limit,
     set_aoe,
     set_compile_mode,
+    set_device_limit,
     set_mm_bmm_format_nd,
     set_option,
+    set_stream_limit,
     use_compatible_impl,
 )
 from torch_npu.npu.utils import get_cann_version, get_soc_version, is_support_inf_nan  # noqa: E402
+from torch_npu.npu.utils import (  # noqa: E402
+    check_uce_in_memory,
+    current_blas_handle,
+    set_op_timeout_ms,
+    stress_detect,
+)
 from torch_npu.npu import utils  # noqa: E402
 
 
@@ -165,9 +177,13 @@ from torch_npu.npu.utils import clear_npu_overflow_flag, get_npu_overflow_flag, 
 from torch_npu.npu import _gpu_trace, _sanitizer  # noqa: E402,F401  (the stream-race checker)
 from torch_npu.npu import memory  # noqa: E402  (torch.npu.memory._record_memory_history, ...)
 from torch_npu.npu import aclnn  # noqa: E402,F401  (torch.npu.aclnn.allow_hf32, flags())
-from torch_npu.npu.backends import (  # noqa: E402
+from torch_npu.npu.deterministic import (  # noqa: E402
+    _get_deterministic_level,
     disable_deterministic_with_backward,
     enable_deterministic_with_backward,
+    set_deterministic_level,
+)
+from torch_npu.npu.backends import (  # noqa: E402
     enable_flash_sdp,
     enable_math_sdp,
     enable_mem_efficient_sdp,

@@ -1,14 +1,13 @@
 """torch.npu's backend switches as torch_npu has them: scaled_dot_product_attention's backend flags (the
-process-wide flags torch.backends.cuda sets), the linear-algebra library, and determinism for a
-section of the model's backward pass."""
+process-wide flags torch.backends.cuda sets) and the linear-algebra library (determinism switches are
+in torch_npu.npu.deterministic)."""
 
 import contextlib
 
 import torch
 
 __all__ = ["enable_flash_sdp", "flash_sdp_enabled", "enable_mem_efficient_sdp", "mem_efficient_sdp_enabled",
-           "enable_math_sdp", "math_sdp_enabled", "sdp_kernel", "preferred_linalg_library",
-           "enable_deterministic_with_backward", "disable_deterministic_with_backward"]
+           "enable_math_sdp", "math_sdp_enabled", "sdp_kernel", "preferred_linalg_library"]
 
 
 def enable_flash_sdp(enabled: bool) -> None:
@@ -60,35 +59,3 @@ def preferred_linalg_library(backend=None):
     if backend is not None and not isinstance(backend, (str, torch._C._LinalgBackend)):
         raise TypeError(f"preferred_linalg_library takes a str or torch._C._LinalgBackend, got {backend!r}")
     return torch._C._LinalgBackend.Default
-
-
-class _DeterministicSection(torch.autograd.Function):
-    """Identity that switches deterministic algorithms to `forward_state` when the forward pass reaches
-    it and to the opposite when the backward pass does (which runs the later ops' gradients first)."""
-
-    @staticmethod
-    def forward(ctx, tensor, forward_state):
-        ctx.forward_state = forward_state
-        torch.use_deterministic_algorithms(forward_state)
-        return tensor.view_as(tensor)
-
-    @staticmethod
-    def backward(ctx, grad):
-        torch.use_deterministic_algorithms(not ctx.forward_state)
-        return grad, None
-
-
-def enable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
-    """`tensor`, with deterministic algorithms on from here in the forward pass; the backward pass turns
-    them off again once it has computed the gradients of everything after this point."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"enable_deterministic_with_backward takes a tensor, got {type(tensor).__name__}")
-    return _DeterministicSection.apply(tensor, True)
-
-
-def disable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
-    """`tensor`, with deterministic algorithms off from here in the forward pass; the backward pass turns
-    them on again once it has computed the gradients of everything after this point."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"disable_deterministic_with_backward takes a tensor, got {type(tensor).__name__}")
-    return _DeterministicSection.apply(tensor, False)

@@ -78,6 +78,16 @@ def empty_cache() -> None:
     torch.accelerator.empty_cache()
 
 
+def empty_virt_addr_cache() -> None:
+    """A lighter empty_cache(): unmaps the free pages of expandable segments (their memory goes back,
+    their address ranges stay reserved for later growth) and keeps every other cached block. Without
+    expandable segments (PYTORCH_NPU_ALLOC_CONF=expandable_segments:True) there is nothing to unmap."""
+    from torch_npu import _C
+
+    if torch.npu.is_initialized():
+        _C._npu_emptyVirtAddrCache()
+
+
 _fractions = {}  # device index -> the fraction set_per_process_memory_fraction() last set
 
 

@@ -1,4 +1,5 @@
-"""torch.npu options: set_option, set_compile_mode, use_compatible_impl, matmul / conv flags.
+"""torch.npu options: set_option, set_compile_mode, use_compatible_impl, matmul / conv flags, and the
+cube / vector core limits of a device or stream (set_device_limit, set_stream_limit).
 
 Options are stored process-wide (readable from C++ through c10_npu::option::GetOption) under
 torch_npu's names. The software NPU compiles nothing and computes every op as PyTorch's CPU kernels
@@ -90,6 +91,72 @@ def use_compatible_impl(is_enable):
 
 def are_compatible_impl_enabled() -> bool:
     return _get("TORCH_NPU_USE_COMPATIBLE_IMPL") == "1"
+
+
+def _check_device_id(device) -> int:
+    # torch_npu's checks and messages.
+    from torch_npu.npu import device_count
+
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"device must be an int, but got {type(device).__name__}")
+    if device < 0 or device >= device_count():
+        raise AssertionError(f"Invalid device id {device}: this process sees {device_count()} npu devices")
+    return device
+
+
+def _check_stream(stream):
+    import torch_npu
+
+    if stream is None:
+        raise AssertionError("stream cannot be None")
+    if not isinstance(stream, torch_npu.npu.Stream):
+        raise AssertionError(f"stream should be torch_npu.npu.Stream, could not be {type(stream)}")
+    return dict(stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type)
+
+
+def _limits(get):
+    return {"cube_core_num": get(0), "vector_core_num": get(1)}
+
+
+def set_device_limit(device, cube_num=-1, vector_num=-1):
+    """Limits the cube / vector cores that work on npu:`device` may use (-1 leaves a limit as it is).
+
+    The software NPU computes on host threads: a vector-core limit gives the device's streams that
+    share of the intra-op threads (at least one), e.g. 24 of 48 vector cores half of them. The cube
+    limit is kept and reported (the software NPU has no separate matrix units). Streams with a limit
+    of their own (set_stream_limit) follow theirs."""
+    _check_device_id(device)
+    if cube_num != -1:
+        _C._npu_set_device_res_limit(device, 0, cube_num)
+    if vector_num != -1:
+        _C._npu_set_device_res_limit(device, 1, vector_num)
+
+
+def get_device_limit(device):
+    """{"cube_core_num": ..., "vector_core_num": ...}: npu:`device`'s limits (its core counts if unset)."""
+    _check_device_id(device)
+    return _limits(lambda kind: _C._npu_get_device_res_limit(device, kind))
+
+
+def set_stream_limit(stream, cube_num=-1, vector_num=-1):
+    """Limits the cores of the work launched on `stream` from now on (in stream order); -1 leaves a limit
+    as it is. Overrides the device's limit for this stream (see set_device_limit)."""
+    where = _check_stream(stream)
+    if cube_num != -1:
+        _C._npu_set_stream_res_limit(**where, type=0, value=cube_num)
+    if vector_num != -1:
+        _C._npu_set_stream_res_limit(**where, type=1, value=vector_num)
+
+
+def reset_stream_limit(stream):
+    """Drops `stream`'s own limits: its later work follows the device's again."""
+    _C._npu_reset_stream_res_limit(**_check_stream(stream))
+
+
+def get_stream_limit(stream):
+    """{"cube_core_num": ..., "vector_core_num": ...}: `stream`'s limits (its device's where it has none)."""
+    where = _check_stream(stream)
+    return _limits(lambda kind: _C._npu_get_stream_res_limit(**where, type=kind))
 
 
 class CubeMathType(IntEnum):

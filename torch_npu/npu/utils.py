@@ -1,10 +1,13 @@
-"""torch_npu.npu.utils: what the device is (SoC, CANN version, numeric capabilities) and the
-overflow flag (float status) as torch_npu names its helpers.
+"""torch_npu.npu.utils: what the device is (SoC, CANN version, numeric capabilities), the overflow
+flag (float status) as torch_npu names its helpers, and the device's health controls (the op timeout,
+stress detection, memory error checks).
 
 The software NPU raises a per-device flag when an op produces inf/nan from finite inputs. Checking
 costs time, so it starts with the first use of the flag (the overflow functions here, or the
 npu_*_float_status ops) or with NPU_SIM_OVERFLOW_CHECK=1, and overflows before that are not seen.
 """
+
+import warnings
 
 import torch
 
@@ -94,3 +97,81 @@ def npu_check_overflow(grad=None, device=None) -> bool:
     if isinstance(grad, float):
         return grad != grad or grad in (float("inf"), float("-inf"))
     return get_npu_overflow_flag(device)
+
+
+def set_op_timeout_ms(timeout) -> None:
+    """Bounds how long one op may run, in milliseconds (0: no bound). A synchronising call (synchronize,
+    .cpu(), .item(), ...) that waits for an op running longer raises a RuntimeError naming the op; the
+    software NPU's watchdog, which NPU_SIM_TASK_TIMEOUT also sets (docs/reliability.md)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int):
+        raise TypeError(f"set_op_timeout_ms: timeout must be an int (milliseconds), got {type(timeout).__name__}")
+    if timeout < 0:
+        raise ValueError(f"set_op_timeout_ms: can't convert negative value to unsigned int: {timeout} "
+                         "(milliseconds; 0 turns the timeout off)")
+    if timeout >= 2 ** 32:
+        raise OverflowError(f"set_op_timeout_ms: Overflow when unpacking {timeout}: the timeout is an unsigned "
+                            "32-bit count of milliseconds")
+    _C._npu_set_op_timeout_ms(timeout)
+
+
+def current_blas_handle():
+    """None, with a warning: NPUs (and the software NPU) have no BLAS handle to hand out."""
+    warnings.warn("NPU does not use blas handle.")
+    return None
+
+
+def check_uce_in_memory(device_id) -> int:
+    """Whether npu:`device_id`'s memory holds uncorrectable ECC errors (UCE): 0 for none. The software
+    NPU's memory is host memory, whose uncorrectable errors stop the machine rather than being
+    reported to the process, so it always answers 0."""
+    from torch_npu.npu.npu_config import _check_device_id
+
+    _check_device_id(device_id)
+    return 0
+
+
+def _aic_check(device) -> bool:
+    """The device computes a known workload (matmul, convolution, reduction) as the CPU does."""
+    gen = torch.Generator().manual_seed(2024)
+    a, b = torch.randn(96, 80, generator=gen), torch.randn(80, 64, generator=gen)
+    x, w = torch.randn(2, 3, 12, 12, generator=gen), torch.randn(4, 3, 3, 3, generator=gen)
+    expected = [a @ b, torch.nn.functional.conv2d(x, w, padding=1), (a * a).sum(1)]
+    got = [a.to(device) @ b.to(device), torch.nn.functional.conv2d(x.to(device), w.to(device), padding=1),
+           (a.to(device) * a.to(device)).sum(1)]
+    return all(torch.allclose(g.cpu(), e, rtol=1e-4, atol=1e-4) for g, e in zip(got, expected))
+
+
+def _hccs_check(device) -> bool:
+    """Every rank of the default process group sums a known tensor over the group and gets the sum."""
+    import torch.distributed as dist
+
+    world, rank = dist.get_world_size(), dist.get_rank()
+    t = torch.full((1024,), float(rank + 1), device=device)
+    dist.all_reduce(t)
+    return bool((t.cpu() == world * (world + 1) / 2).all())
+
+
+def stress_detect(detect_type="aic") -> int:
+    """Checks that the current device computes correctly: "aic" runs a known workload (matmul,
+    convolution, reduction) on it and compares with the CPU; "hccs" (needs torch.distributed
+    initialised) sums a known tensor over the default process group. 0 when the check passes, 1 when
+    it fails or cannot run (with a warning saying why), as torch_npu answers."""
+    if detect_type not in ("aic", "hccs"):
+        warnings.warn("Detect_type should be `aic` or `hccs`. For details, `aic` is for `Online aicore detect`, "
+                      "and `hccs` is for `Online p2p detect`.")
+        return 1
+    device = torch.device("npu", torch.npu.current_device())
+    if detect_type == "hccs":
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            warnings.warn("torch.distributed should be initialized for p2p detection.")
+            return 1
+    try:
+        ok = _aic_check(device) if detect_type == "aic" else _hccs_check(device)
+    except RuntimeError as e:
+        warnings.warn(f"stress_detect({detect_type!r}): the check failed on {device}: {e}")
+        return 1
+    if not ok:
+        warnings.warn(f"stress_detect({detect_type!r}): {device} computed a known workload wrongly")
+    return 0 if ok else 1

@@ -165,6 +165,12 @@ NRT_API int nrtOnStreamWorker(void);
 // loops). -1 off stream workers.
 NRT_API int nrtWorkerHostWaiting(void);
 
+// The watchdog's limit on one task, in milliseconds (0: off; NPU_SIM_TASK_TIMEOUT sets the first
+// value): a synchronising call that waits for a task running longer fails with
+// NRT_ERROR_TASK_TIMEOUT naming it. Applies to every stream of the runtime from the next wait on.
+NRT_API nrtError_t nrtSetTaskTimeout(uint64_t timeout_ms);
+NRT_API nrtError_t nrtGetTaskTimeout(uint64_t* timeout_ms);
+
 // Events: a recorded event completes when the stream reaches it; timing in milliseconds.
 NRT_API nrtError_t nrtEventCreate(nrtEvent_t* event);
 NRT_API nrtError_t nrtEventDestroy(nrtEvent_t event);
