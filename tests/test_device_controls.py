@@ -202,3 +202,25 @@ def test_empty_virt_addr_cache_unmaps_expandable_segments(run_python):
     """, env={"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
     before, after, live = (int(v) for v in proc.stdout.split()[1::2])
     assert before >= 64 << 20 and after < before - (60 << 20) and live == 1 << 20, proc.stdout
+
+
+def test_collect_env_reports_torch_npu_cann_and_the_devices(run_python):
+    from torch_npu.utils import collect_env
+
+    info = collect_env.get_env_info()
+    assert info.torch_version == torch.__version__ and info.torch_npu_version == torch_npu.__version__
+    assert info.cann_version == torch_npu.npu.utils.get_cann_version()
+    text = collect_env.pretty_str(info)
+    assert f"Torch-npu version: {torch_npu.__version__}" in text
+    assert f"npu:0: {torch.npu.get_device_name(0)}" in text and "cube" in text
+    proc = run_python("import runpy; runpy.run_module('torch_npu.utils.collect_env', run_name='__main__')")
+    assert "Collecting environment information..." in proc.stdout and "PyTorch version:" in proc.stdout
+
+
+def test_amp_availability_and_optimizer_modules_at_torch_npu_paths():
+    from torch_npu.npu.amp.common import amp_definitely_not_available
+    from torch_npu.optim.npu_fused_adamw import NpuFusedAdamW
+    from torch_npu.optim.npu_fused_optim_base import NpuFusedOptimizerBase
+
+    assert amp_definitely_not_available() is (not torch.npu.is_available())
+    assert NpuFusedAdamW is torch_npu.optim.NpuFusedAdamW and issubclass(NpuFusedAdamW, NpuFusedOptimizerBase)

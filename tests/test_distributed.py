@@ -29,6 +29,10 @@ def test_uneven_all_gather_and_reduce_scatter():
     _ok(check_all(run_ranks("uneven", timeout=120)), "uneven")
 
 
+def test_sync_batch_norm_and_stress_detect_over_ranks():
+    _ok(check_all(run_ranks("sync_batch_norm", timeout=120)), "sync batch norm")
+
+
 def test_bad_input_raises_on_the_calling_rank():
     _ok(check_all(run_ranks("bad_input", timeout=120)), "bad input")
 

@@ -1,6 +1,6 @@
 """NpuFusedAdadelta: torch.optim.Adadelta over combined buffers."""
 
-from torch_npu.optim._fused_base import NpuFusedOptimizerBase
+from torch_npu.optim.npu_fused_optim_base import NpuFusedOptimizerBase
 
 
 class NpuFusedAdadelta(NpuFusedOptimizerBase):

@@ -1,10 +1,10 @@
-"""NpuFusedAdam / NpuFusedAdamW: torch.optim.Adam / AdamW over combined buffers."""
+"""NpuFusedAdam: torch.optim.Adam over combined buffers (npu_fused_adamw.py adds decoupled weight decay)."""
 
 import math
 
 import torch
 
-from torch_npu.optim._fused_base import NpuFusedOptimizerBase
+from torch_npu.optim.npu_fused_optim_base import NpuFusedOptimizerBase
 
 
 def _check(name, lr, betas, eps, weight_decay):
@@ -58,14 +58,3 @@ class NpuFusedAdam(NpuFusedOptimizerBase):
             second = max_sq
         denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
         param.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)
-
-
-class NpuFusedAdamW(NpuFusedAdam):
-    """Same arguments and results as torch.optim.AdamW (decoupled weight decay, default 1e-2)."""
-
-    _decoupled_weight_decay = True
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
-                 *, maximize=False):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                         maximize=maximize)

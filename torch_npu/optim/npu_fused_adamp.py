@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from torch_npu.optim._fused_base import NpuFusedOptimizerBase
+from torch_npu.optim.npu_fused_optim_base import NpuFusedOptimizerBase
 
 
 def _projection(p, grad, perturb, delta, wd_ratio, eps):

@@ -7,7 +7,7 @@ import math
 import torch
 from torch.optim.optimizer import required
 
-from torch_npu.optim._fused_base import NpuFusedOptimizerBase
+from torch_npu.optim.npu_fused_optim_base import NpuFusedOptimizerBase
 
 
 def _warmup_cosine(x, warmup):

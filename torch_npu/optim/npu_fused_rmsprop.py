@@ -1,6 +1,6 @@
 """NpuFusedRMSprop: torch.optim.RMSprop over combined buffers (centered and momentum variants)."""
 
-from torch_npu.optim._fused_base import NpuFusedOptimizerBase
+from torch_npu.optim.npu_fused_optim_base import NpuFusedOptimizerBase
 
 
 class NpuFusedRMSprop(NpuFusedOptimizerBase):

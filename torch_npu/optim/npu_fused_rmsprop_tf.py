@@ -2,7 +2,7 @@
 square average starts at one, eps sits inside the square root, and the learning rate may join the
 momentum buffer."""
 
-from torch_npu.optim._fused_base import NpuFusedOptimizerBase
+from torch_npu.optim.npu_fused_optim_base import NpuFusedOptimizerBase
 
 
 class NpuFusedRMSpropTF(NpuFusedOptimizerBase):

@@ -2,7 +2,7 @@
 
 import torch
 
-from torch_npu.optim._fused_base import NpuFusedOptimizerBase
+from torch_npu.optim.npu_fused_optim_base import NpuFusedOptimizerBase
 
 
 class NpuFusedSGD(NpuFusedOptimizerBase):
