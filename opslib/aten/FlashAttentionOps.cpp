@@ -391,6 +391,9 @@ extern "C" NOP_API aclnnStatus aclnnDropoutGenMaskV2GetWorkspaceSize(const aclIn
     return Prepared{{}, [=]() mutable {
                       dropoutGenMask(static_cast<uint64_t>(seed), static_cast<uint64_t>(offset), 1.0 - prob, numel,
                                      static_cast<uint8_t*>(o.data_ptr()));
+                      // The padding past the last element (masks are 128-element aligned) reads 0.
+                      const int64_t used = (numel + 7) / 8;
+                      if (o.numel() > used) o.view(-1).narrow(0, used, o.numel() - used).zero_();
                     }, {o}};
   });
 }

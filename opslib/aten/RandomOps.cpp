@@ -2,6 +2,8 @@
 // the seed the adapter drew from the npu generator at launch, so results do not depend on when
 // the stream runs them.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/arange_cpu_dispatch.h>
 #include <ATen/ops/bernoulli_cpu_dispatch.h>
 #include <ATen/ops/empty_like.h>
@@ -100,3 +102,27 @@ extern "C" NOP_API aclnnStatus aclnnArangeGetWorkspaceSize(const aclScalar* star
   });
 }
 NPU_ATEN_OP(Arange, "start, end, step, out");
+
+// out = self * bit / (1 - p): the dropout of a bit mask (element i in bit i % 8 of byte i / 8, 1 =
+// kept, as aclnnDropoutGenMaskV2 makes it); p = 1 drops everything.
+extern "C" NOP_API aclnnStatus aclnnDropoutDoMaskGetWorkspaceSize(const aclTensor* self, const aclTensor* mask,
+                                                                  double prob, aclTensor* out,
+                                                                  uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepareOp("aclnnDropoutDoMask", workspaceSize, executor, [&] {
+    at::Tensor x = requiredTensor(self, "self"), m = requiredTensor(mask, "mask"), o = requiredTensor(out, "out");
+    TORCH_CHECK(m.scalar_type() == at::kByte && m.is_contiguous() && m.numel() * 8 >= x.numel(),
+                "aclnnDropoutDoMask: mask must be contiguous uint8 with a bit per element of self");
+    TORCH_CHECK(prob >= 0.0 && prob <= 1.0, "aclnnDropoutDoMask: prob must be in [0, 1], got ", prob);
+    return Prepared{{x, m}, [=]() mutable {
+                      const int64_t n = x.numel();
+                      const at::Tensor bytes = m.narrow(0, 0, (n + 7) / 8).to(at::kInt);
+                      const at::Tensor shifts = at::arange(8, bytes.options());
+                      const at::Tensor bits = bytes.unsqueeze(1).bitwise_right_shift(shifts).bitwise_and(1)
+                                                  .flatten().narrow(0, 0, n).view(x.sizes());
+                      const double scale = prob >= 1.0 ? 0.0 : 1.0 / (1.0 - prob);
+                      o.copy_(x.to(at::kFloat) * bits.to(at::kFloat) * scale);
+                    },
+                    {o}};
+  });
+}
+NPU_ATEN_OP(DropoutDoMask, "self, mask, prob, out");

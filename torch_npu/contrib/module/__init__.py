@@ -6,6 +6,7 @@ from torch_npu.contrib.module.channel_shuffle import ChannelShuffle
 from torch_npu.contrib.module.crossentropy import LabelSmoothingCrossEntropy
 from torch_npu.contrib.module.drop_path import NpuDropPath
 from torch_npu.contrib.module.dropout import DropoutWithByteMask
+from torch_npu.contrib.module.ensemble_dropout import NpuCachedDropout, NpuFairseqDropout
 from torch_npu.contrib.module.focus import Focus
 from torch_npu.contrib.module.prefetcher import PreLoader, Prefetcher
 from torch_npu.contrib.module.roi_align import ROIAlign
@@ -22,4 +23,6 @@ __all__ = [
     "Focus",
     "DropoutWithByteMask",
     "NpuDropPath",
+    "NpuCachedDropout",
+    "NpuFairseqDropout",
 ]
