@@ -224,3 +224,36 @@ def test_amp_availability_and_optimizer_modules_at_torch_npu_paths():
 
     assert amp_definitely_not_available() is (not torch.npu.is_available())
     assert NpuFusedAdamW is torch_npu.optim.NpuFusedAdamW and issubclass(NpuFusedAdamW, NpuFusedOptimizerBase)
+
+
+def test_sync_launch_stream_finishes_each_op_before_the_launch_returns():
+    s = torch.npu.SyncLaunchStream()
+    assert isinstance(s, torch.npu.Stream) and s == torch.npu.SyncLaunchStream(0) and s != torch.npu.Stream()
+    x = torch.randn(768, 768, device="npu")
+    with torch.npu.stream(s):
+        for _ in range(3):
+            y = x @ x + 1
+            assert s.query()  # nothing left queued: the op already ran
+    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu() + 1, rtol=1e-4, atol=1e-3)
+
+
+def test_sync_launch_stream_raises_a_failing_op_at_its_launch(run_python):
+    proc = run_python("""
+        import torch, torch_npu
+        x = torch.ones(4, 4, device="npu")
+        y = torch.mm(x, x)                          # the default stream: fails later, at the sync
+        print("default stream launch returned")
+        try:
+            torch.npu.synchronize()
+        except RuntimeError:
+            print("default stream failed at the sync")
+        with torch.npu.stream(torch.npu.SyncLaunchStream()):
+            try:
+                torch.mm(x, x)
+            except RuntimeError as e:
+                print("sync-launch stream failed at the launch:", "aclnnMm" in str(e))
+        print("after", (x + 1).cpu().sum().item())
+    """, env={"NPU_SIM_FAULT": "task_fail:op=mm:count=2"})
+    out = proc.stdout
+    assert "default stream launch returned" in out and "default stream failed at the sync" in out, out
+    assert "sync-launch stream failed at the launch: True" in out and "after 32.0" in out, out

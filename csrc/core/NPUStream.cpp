@@ -18,9 +18,9 @@ namespace c10_npu {
 namespace {
 
 struct DeviceStreams {
-  std::once_flag once[kCommStreamId + 1];
+  std::once_flag once[kSyncLaunchStreamId + 1];
   // Set once, then read on every launch without the once_flag (whose check is not free).
-  std::atomic<nrtStream_t> handles[kCommStreamId + 1] = {};
+  std::atomic<nrtStream_t> handles[kSyncLaunchStreamId + 1] = {};
   std::atomic<uint32_t> next_pool{0};
 };
 
@@ -62,7 +62,7 @@ void forgetStreamsAfterFork() noexcept {
 NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
               "expected an npu stream, got a stream on ", stream.device());
-  TORCH_CHECK(stream.id() >= 0 && stream.id() <= kCommStreamId, "invalid npu stream id ",
+  TORCH_CHECK(stream.id() >= 0 && stream.id() <= kSyncLaunchStreamId, "invalid npu stream id ",
               stream.id());
 }
 
@@ -121,6 +121,16 @@ NPUStream getCommunicationNPUStream(c10::DeviceIndex device) {
   device = resolve(device);
   return NPUStream(c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device),
                                kCommStreamId));
+}
+
+NPUStream getSyncLaunchNPUStream(c10::DeviceIndex device) {
+  device = resolve(device);
+  return NPUStream(c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device),
+                               kSyncLaunchStreamId));
+}
+
+bool currentStreamIsSyncLaunch(c10::DeviceIndex device) {
+  return static_cast<size_t>(device) < tls_current.size() && tls_current[device] == kSyncLaunchStreamId;
 }
 
 NPUStream getCurrentNPUStream(c10::DeviceIndex device) {

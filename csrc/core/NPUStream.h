@@ -7,9 +7,11 @@
 namespace c10_npu {
 
 // Stream ids: 0 is the device's default stream, 1..kStreamPoolSize are pool streams,
-// kCommStreamId is the device's communication stream.
+// kCommStreamId is the device's communication stream, kSyncLaunchStreamId its sync-launch stream
+// (torch.npu.SyncLaunchStream: every op launched on it has run when the launch returns).
 constexpr int kStreamPoolSize = 8;
 constexpr int kCommStreamId = kStreamPoolSize + 1;
+constexpr int kSyncLaunchStreamId = kCommStreamId + 1;
 
 class NPUStream {
  public:
@@ -27,6 +29,7 @@ class NPUStream {
     return handle();
   }
 
+  bool isSyncLaunch() const { return stream_.id() == kSyncLaunchStreamId; }
   bool query() const;
   void synchronize() const;  // rethrows a failed task's error
   bool operator==(const NPUStream& other) const { return stream_ == other.stream_; }
@@ -45,6 +48,10 @@ nrtStream_t currentStreamHandle(c10::DeviceIndex device);
 // peers never holds up user streams.
 NPUStream getCommunicationNPUStream(c10::DeviceIndex device = -1);
 void setCurrentNPUStream(NPUStream stream);
+// The device's sync-launch stream, and whether it is the current stream of `device` (a valid index;
+// one thread-local read, for the launch path).
+NPUStream getSyncLaunchNPUStream(c10::DeviceIndex device = -1);
+bool currentStreamIsSyncLaunch(c10::DeviceIndex device);
 
 }  // namespace c10_npu
 

@@ -88,8 +88,9 @@ void launchDeviceTask(const c10_npu::NPUStream& stream, const char* what, std::f
   c10_npu::noteDeviceLaunch();
   const ExecutionPolicy& policy = executionPolicy();
   auto task = std::make_unique<Task>(Task{what, t_graph_context, currentLaunchSite(), std::move(fn)});
-  if (!policy.task_queue) {
-    // Synchronous launch: earlier work first, then this task on the calling thread.
+  if (!policy.task_queue || stream.isSyncLaunch()) {
+    // Synchronous launch (TASK_QUEUE_ENABLE=0, or a SyncLaunchStream): earlier work first, then this
+    // task on the calling thread.
     stream.synchronize();
     std::string error = task->run();
     if (!error.empty()) c10_npu::throwTaskError(error, __FILE__, __LINE__);

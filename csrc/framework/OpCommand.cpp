@@ -123,7 +123,9 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
   // Hook point for launch-side activity records (op name, stream, launch site): here every named
   // device op has been queued exactly once.
   const ExecutionPolicy& policy = executionPolicy();
-  if (!policy.task_queue || policy.launch_blocking) c10_npu::getCurrentNPUStream(device).synchronize();
+  if (!policy.task_queue || policy.launch_blocking || c10_npu::currentStreamIsSyncLaunch(device)) {
+    c10_npu::getCurrentNPUStream(device).synchronize();
+  }
 }
 
 }  // namespace at_npu::native
@@ -151,7 +153,8 @@ void OpCommand::RunOpApi(const std::string& name, const PROC_FUNC& func, bool sy
   }
   countOp(opCounters(name), OpPath::kDeviceOp);
   const ExecutionPolicy& policy = executionPolicy();
-  if (sync || !policy.task_queue || policy.launch_blocking) c10_npu::getCurrentNPUStream().synchronize();
+  const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream();
+  if (sync || !policy.task_queue || policy.launch_blocking || stream.isSyncLaunch()) stream.synchronize();
 }
 
 }  // namespace at_npu::native

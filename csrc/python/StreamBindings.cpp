@@ -1,5 +1,5 @@
-// StreamBindings.cpp - Stream.npu_stream (the runtime handle), torch_npu.erase_stream and the sync debug
-// mode for Python.
+// StreamBindings.cpp - Stream.npu_stream (the runtime handle), the sync-launch stream, torch_npu.erase_stream
+// and the sync debug mode for Python.
 #include "csrc/python/StreamBindings.h"
 
 #include <torch/csrc/utils/pybind.h>
@@ -27,6 +27,11 @@ void initStreamBindings(py::module& m) {
   m.def("_stream_handle", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
     const c10::Stream stream = npuStream(stream_id, device_index, device_type, "npu_stream");
     return reinterpret_cast<uintptr_t>(c10_npu::NPUStream(stream).handle());
+  });
+  // torch.npu.SyncLaunchStream: the device's sync-launch stream as (stream_id, device_index, device_type).
+  m.def("_sync_launch_stream", [](int64_t device) {
+    const c10::Stream s = c10_npu::getSyncLaunchNPUStream(static_cast<c10::DeviceIndex>(device)).unwrap();
+    return py::make_tuple(s.id(), s.device_index(), static_cast<int64_t>(s.device_type()));
   });
   m.def("_erase_stream", [](const at::Tensor& tensor, int64_t stream_id, int64_t device_index, int64_t device_type) {
     TORCH_CHECK_VALUE(tensor.device().type() == c10::DeviceType::PrivateUse1,

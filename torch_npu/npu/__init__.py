@@ -25,6 +25,7 @@ from torch_npu.npu.device import (
 from torch_npu.npu.streams import (
     Event,
     Stream,
+    SyncLaunchStream,
     current_stream,
     default_stream,
     set_stream,

@@ -41,6 +41,21 @@ class Stream(torch.Stream):
         return hash((self.stream_id, self.device_index))
 
 
+class SyncLaunchStream(Stream):
+    """A stream whose op launches are synchronous: every op launched while it is current has finished
+    (and raised its error, if any) when the call returns, as with TASK_QUEUE_ENABLE=0 for that stream
+    only; the other streams stay asynchronous. For debugging: an error points at the line that
+    caused it. Every SyncLaunchStream of a device is the device's one sync-launch stream."""
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        if kwargs:
+            return super().__new__(cls, **kwargs)
+        from torch_npu import _C
+
+        stream_id, device_index, device_type = _C._sync_launch_stream(_index(device))
+        return super().__new__(cls, stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+
 class Event(torch.Event):
     """A marker on a stream: query / synchronize / wait, and timing between two events."""
 
