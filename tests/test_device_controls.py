@@ -257,3 +257,16 @@ def test_sync_launch_stream_raises_a_failing_op_at_its_launch(run_python):
     out = proc.stdout
     assert "default stream launch returned" in out and "default stream failed at the sync" in out, out
     assert "sync-launch stream failed at the launch: True" in out and "after 32.0" in out, out
+
+
+def test_error_code_suffixes_as_torch_npu_formats_them(monkeypatch):
+    from torch_npu.utils._error_code import ErrCode, dist_error, ops_error, pta_error
+
+    assert ErrCode.PARAM.code == 1 and ErrCode.NOT_SUPPORT.msg == "feature not supported"
+    text = ops_error(ErrCode.PARAM)
+    assert text.startswith("\n[ERROR] ") and text.endswith("ERR01001 OPS invalid parameter")
+    assert f"PID:{__import__('os').getpid()}" in text
+    assert pta_error(ErrCode.TYPE).endswith("ERR00002 PTA invalid type")
+    assert dist_error(ErrCode.HCCL).endswith("ERR02200 DIST call hccl api failed")
+    monkeypatch.setenv("TORCH_NPU_COMPACT_ERROR_OUTPUT", "1")
+    assert ops_error(ErrCode.PARAM) == ""

@@ -330,3 +330,24 @@ def test_lamb_global_grad_norm_divides_large_gradients():
         norm = torch.sqrt(sum((g * g).sum() for g in grads)).clamp(min=1.0)
         _lamb_reference(params, [g / norm for g in grads], states, step, 0.02, (0.9, 0.999), 1e-6, 0.0)
     _check_against(lambda ps: NpuFusedLamb(ps, lr=0.02, use_global_grad_norm=True), reference)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
+@pytest.mark.parametrize("max_norm", [0.05, 1e6])
+def test_clip_grad_norm_fused_matches_torch_clip_grad_norm(norm_type, max_norm):
+    torch.manual_seed(3)
+    ref, fused = _model(), _model()
+    fused.load_state_dict(ref.state_dict())
+    ref, fused = ref.to("npu"), fused.to("npu")
+    opt = NpuFusedSGD(fused.parameters(), lr=0.1)
+    x, y = _batches(1)[0]
+    for m in (ref, fused):
+        torch.nn.functional.mse_loss(m(x.npu()), y.npu()).backward()
+    expected = torch.nn.utils.clip_grad_norm_(list(ref.parameters()), max_norm, norm_type)
+    total = opt.clip_grad_norm_fused_(max_norm, norm_type)
+    torch.testing.assert_close(total.cpu(), expected.cpu(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(ref.parameters(), fused.parameters()):
+        torch.testing.assert_close(b.grad.cpu(), a.grad.cpu(), rtol=1e-5, atol=1e-6)
+    opt.step()  # the clipped gradients are the ones the fused step reads
+    for a, b in zip(ref.parameters(), fused.parameters()):
+        torch.testing.assert_close(b.detach().cpu(), (a - 0.1 * a.grad).detach().cpu(), rtol=1e-5, atol=1e-6)

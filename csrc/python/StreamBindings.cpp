@@ -33,6 +33,11 @@ void initStreamBindings(py::module& m) {
     const c10::Stream s = c10_npu::getSyncLaunchNPUStream(static_cast<c10::DeviceIndex>(device)).unwrap();
     return py::make_tuple(s.id(), s.device_index(), static_cast<int64_t>(s.device_type()));
   });
+  // The device's communication stream (collectives and point-to-point), as _sync_launch_stream gives it.
+  m.def("_communication_stream", [](int64_t device) {
+    const c10::Stream s = c10_npu::getCommunicationNPUStream(static_cast<c10::DeviceIndex>(device)).unwrap();
+    return py::make_tuple(s.id(), s.device_index(), static_cast<int64_t>(s.device_type()));
+  });
   m.def("_erase_stream", [](const at::Tensor& tensor, int64_t stream_id, int64_t device_index, int64_t device_type) {
     TORCH_CHECK_VALUE(tensor.device().type() == c10::DeviceType::PrivateUse1,
                       "erase_stream: expected an npu tensor, got one on ", tensor.device());

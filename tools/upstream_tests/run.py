@@ -189,6 +189,8 @@ def main(argv=None):
     to_run = [f for f in files if f not in CHIP_SPECIFIC]
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
     env.setdefault("OMP_NUM_THREADS", "1")  # --jobs processes share the cores
+    # As in an activated environment: the tests start `python` / `torchrun` by name.
+    env["PATH"] = os.pathsep.join([str(Path(args.python).parent), env.get("PATH", "")])
     print(f"running {len(to_run)} files of {test_root} ({args.jobs} at a time, {args.timeout:.0f}s timeout "
           f"each; {len(skipped)} chip-specific files listed, not run)", flush=True)
     stop_children_on_signals()

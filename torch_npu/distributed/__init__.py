@@ -61,13 +61,16 @@ def _gloo_group(store, rank, size, timeout, device):
 class _HcclOptions:
     """ProcessGroupHCCL.Options: what init_process_group(pg_options=...) / new_group(pg_options=...) may
     say about an hccl group. `hccl_config` keys as torch_npu takes them (hccl_buffer_size in MB,
-    group_name, qos_service_level, qos_traffic_class, hccl_op_expansion_mode); `is_high_priority_stream`
+    hccl_buffer_name (groups naming the same buffer share it), group_name, qos_service_level,
+    qos_traffic_class, hccl_sdma_qos, hccl_op_expansion_mode, hccl_world_rank_id, hccl_job_id,
+    hccl_exec_timeout); `is_high_priority_stream`
     asks for a high-priority stream. The software NPU's collectives run over Gloo on the group's own
     threads: the options are checked and kept on the object (with the group's ranks, id and timeout filled
     in once the group exists), and have nothing to tune."""
 
-    _CONFIG_KEYS = {"hccl_buffer_size": int, "group_name": str, "qos_service_level": int, "qos_traffic_class": int,
-                    "hccl_op_expansion_mode": int}
+    _CONFIG_KEYS = {"hccl_buffer_size": int, "hccl_buffer_name": str, "group_name": str, "qos_service_level": int,
+                    "qos_traffic_class": int, "hccl_sdma_qos": int, "hccl_op_expansion_mode": int,
+                    "hccl_world_rank_id": int, "hccl_job_id": int, "hccl_exec_timeout": int}
 
     def __init__(self, is_high_priority_stream: bool = False):
         self.is_high_priority_stream = is_high_priority_stream
@@ -122,11 +125,20 @@ def _create_hccl_backend(backend_options, pg_options):
     return ProcessGroupHCCL(store, rank, size, timeout, data, meta, global_ranks)
 
 
+def _get_stream_id(self, is_p2p=False, peer=-1) -> int:
+    """The stream id (torch.npu.Stream(stream_id=...)) of the stream this group's work runs on, for
+    collectives or (is_p2p) point-to-point work with `peer`: both run on the device's communication
+    stream."""
+    stream_id, _, _ = _C._communication_stream(torch.npu.current_device())
+    return stream_id
+
+
 def _register() -> None:
     _C._distributed._init()
     global ProcessGroupHCCL
     ProcessGroupHCCL = _C._distributed.ProcessGroupHCCL
     ProcessGroupHCCL.Options = _HcclOptions
+    ProcessGroupHCCL._get_stream_id = _get_stream_id
     # torch_npu's module name for its c10d bindings (tests and libraries import ProcessGroupHCCL from it).
     _C._distributed_c10d = _C._distributed
     if "hccl" not in dist.Backend.backend_list:

@@ -144,6 +144,24 @@ class NpuFusedOptimizerBase(torch.optim.Optimizer):
                 bucket.fresh_state = set()
         return loss
 
+    @torch.no_grad()
+    def clip_grad_norm_fused_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
+        """torch.nn.utils.clip_grad_norm_ over this optimizer's parameters, on the combined gradient
+        buffers (one norm and one scale per buffer instead of per parameter): returns the total norm and
+        scales the gradients so that it is at most `max_norm`."""
+        max_norm, norm_type = float(max_norm), float(norm_type)
+        flats = [bucket.flat_grad for index, group in enumerate(self.param_groups)
+                 for bucket in self._group_buckets(index, group)]
+        if not flats:
+            return torch.tensor(0.0)
+        device = flats[0].device
+        norms = torch.stack([torch.linalg.vector_norm(f, norm_type).to(device) for f in flats])
+        total = norms.max() if norm_type == float("inf") else torch.linalg.vector_norm(norms, norm_type)
+        scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        for flat in flats:
+            flat.mul_(scale.to(flat.device, flat.dtype))
+        return total
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         combined = set()
         for buckets in self._buckets.values():
