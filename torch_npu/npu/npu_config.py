@@ -95,7 +95,7 @@ def are_compatible_impl_enabled() -> bool:
 
 def _check_device_id(device) -> int:
     # torch_npu's checks and messages.
-    from torch_npu.npu import device_count
+    from torch_npu.npu.device import device_count
 
     if isinstance(device, bool) or not isinstance(device, int):
         raise TypeError(f"device must be an int, but got {type(device).__name__}")
@@ -105,11 +105,11 @@ def _check_device_id(device) -> int:
 
 
 def _check_stream(stream):
-    import torch_npu
+    from torch_npu.npu.streams import Stream
 
     if stream is None:
         raise AssertionError("stream cannot be None")
-    if not isinstance(stream, torch_npu.npu.Stream):
+    if not isinstance(stream, Stream):
         raise AssertionError(f"stream should be torch_npu.npu.Stream, could not be {type(stream)}")
     return dict(stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type)
 

@@ -48,10 +48,10 @@ Versions of relevant libraries:
 
 def get_torch_npu_version() -> str:
     try:
-        import torch_npu
+        from torch_npu.version import __version__
     except ImportError:
         return "N/A"
-    return torch_npu.__version__
+    return __version__
 
 
 def get_cann_version() -> str:
