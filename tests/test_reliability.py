@@ -73,9 +73,13 @@ def test_device_lost_is_sticky_on_that_device_and_reported_by_torch_npu(run_pyth
     assert "status lost ok" in out
 
 
-def test_watchdog_turns_a_hang_into_an_error_naming_the_op_and_line(run_python):
-    proc = run_python("""
-        import time, torch, torch_npu
+# The limit from the environment, or set at run time with torch_npu's op timeout (same line count).
+@pytest.mark.parametrize("setup, env", [("", {"NPU_SIM_TASK_TIMEOUT": "0.5"}),
+                                        ("torch.npu.set_op_timeout_ms(500)", {})],
+                         ids=["NPU_SIM_TASK_TIMEOUT", "set_op_timeout_ms"])
+def test_watchdog_turns_a_hang_into_an_error_naming_the_op_and_line(run_python, setup, env):
+    proc = run_python(f"""
+        import time, torch, torch_npu; {setup}
         x = torch.ones(8, 8, device="npu")
         y = torch.mm(x, x)                       # hangs
         start = time.monotonic()
@@ -88,7 +92,7 @@ def test_watchdog_turns_a_hang_into_an_error_naming_the_op_and_line(run_python):
         with torch.npu.stream(s):
             z = (torch.ones(4, device="npu") + 1).cpu()
         print("other stream", z.tolist())
-    """, env={"NPU_SIM_FAULT": "hang:op=mm", "NPU_SIM_TASK_TIMEOUT": "0.5"}, timeout=60)
+    """, env={"NPU_SIM_FAULT": "hang:op=mm", **env}, timeout=60)
     out = proc.stdout
     assert re.search(r"NRT_ERROR_TASK_TIMEOUT: aclnnMm on npu:0 stream #\d+ has been running for", out), out
     assert "task timeout 0.5 s" in out and "(launched from <string>:4)" in out, out

@@ -21,8 +21,9 @@ namespace {
 constexpr int kMaxDevices = 64;
 constexpr int kKinds = 2;
 
-// Device limits: 0 = none set.
+// Device limits: 0 = none set; whether any device has a vector limit.
 std::array<std::array<std::atomic<int64_t>, kKinds>, kMaxDevices> g_device_limits{};
+std::atomic<bool> g_any_device_limit{false};
 
 // Stream limits as set (for get_stream_limit), by (device, stream id); 0 = none set.
 using StreamKey = std::tuple<int, int64_t>;
@@ -69,6 +70,7 @@ int64_t coreCount(c10::DeviceIndex device, CoreKind kind) {
 void setDeviceCoreLimit(c10::DeviceIndex device, CoreKind kind, int64_t value) {
   checkValue(device, kind, value, "set_device_limit");
   g_device_limits[deviceSlot(device)][static_cast<int>(kind)].store(value, std::memory_order_relaxed);
+  if (kind == CoreKind::kVector) g_any_device_limit.store(true, std::memory_order_relaxed);
 }
 
 int64_t deviceCoreLimit(c10::DeviceIndex device, CoreKind kind) {
@@ -108,15 +110,19 @@ int64_t streamCoreLimit(const c10::Stream& stream, CoreKind kind) {
 }
 
 int workerThreadCap(int threads) {
-  int64_t limit = t_worker_vector_limit;
+  const int64_t stream_limit = t_worker_vector_limit;
+  // The common case, one thread-local and one relaxed load per task: no limit anywhere.
+  if (stream_limit <= 0 && !g_any_device_limit.load(std::memory_order_relaxed)) return threads;
   int32_t device = -1;
-  if (limit <= 0 && nrtGetDevice(&device) == NRT_SUCCESS && device >= 0 && device < kMaxDevices) {
-    limit = g_device_limits[device][static_cast<int>(CoreKind::kVector)].load(std::memory_order_relaxed);
-  }
-  if (limit <= 0) return threads;  // no limit: every thread
-  if (device < 0 && nrtGetDevice(&device) != NRT_SUCCESS) return threads;
   nrtDeviceProp prop;
-  if (nrtGetDeviceProperties(device, &prop) != NRT_SUCCESS || prop.vector_core_num <= 0) return threads;
+  if (nrtGetDevice(&device) != NRT_SUCCESS || device < 0 || device >= kMaxDevices ||
+      nrtGetDeviceProperties(device, &prop) != NRT_SUCCESS || prop.vector_core_num <= 0) {
+    return threads;
+  }
+  const int64_t limit = stream_limit > 0
+                            ? stream_limit
+                            : g_device_limits[device][static_cast<int>(CoreKind::kVector)].load(std::memory_order_relaxed);
+  if (limit <= 0) return threads;
   const int64_t share = (threads * limit + prop.vector_core_num - 1) / prop.vector_core_num;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, share)));
 }

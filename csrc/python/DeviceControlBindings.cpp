@@ -2,6 +2,7 @@
 // device / stream core limits (_npu_set_device_res_limit ...), the op timeout (_npu_set_op_timeout_ms,
 // the runtime's watchdog) and _npu_emptyVirtAddrCache.
 #include "csrc/python/DeviceControlBindings.h"
+#include "csrc/python/StreamBindings.h"
 
 #include <npu/runtime.h>
 #include <torch/csrc/utils/pybind.h>
@@ -21,13 +22,6 @@ c10_npu::CoreKind coreKind(int64_t type) {
   return static_cast<c10_npu::CoreKind>(type);
 }
 
-c10::Stream npuStream(int64_t stream_id, int64_t device_index, int64_t device_type) {
-  const c10::Stream stream = c10::Stream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
-                                                  static_cast<c10::DeviceType>(device_type));
-  TORCH_CHECK_VALUE(stream.device_type() == c10::DeviceType::PrivateUse1, "not an npu stream: ", stream);
-  return stream;
-}
-
 }  // namespace
 
 void initDeviceControlBindings(py::module& m) {
@@ -39,17 +33,17 @@ void initDeviceControlBindings(py::module& m) {
   });
   m.def("_npu_set_stream_res_limit", [](int64_t stream_id, int64_t device_index, int64_t device_type, int64_t type,
                                         int64_t value) {
-    c10_npu::setStreamCoreLimit(npuStream(stream_id, device_index, device_type), coreKind(type), value);
+    c10_npu::setStreamCoreLimit(npuStreamArg(stream_id, device_index, device_type, "core limits"), coreKind(type), value);
   }, py::arg("stream_id"), py::arg("device_index"), py::arg("device_type"), py::arg("type"), py::arg("value"));
   m.def("_npu_reset_stream_res_limit", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
-    c10_npu::resetStreamCoreLimits(npuStream(stream_id, device_index, device_type));
+    c10_npu::resetStreamCoreLimits(npuStreamArg(stream_id, device_index, device_type, "core limits"));
   }, py::arg("stream_id"), py::arg("device_index"), py::arg("device_type"));
   m.def("_npu_get_stream_res_limit", [](int64_t stream_id, int64_t device_index, int64_t device_type, int64_t type) {
-    return c10_npu::streamCoreLimit(npuStream(stream_id, device_index, device_type), coreKind(type));
+    return c10_npu::streamCoreLimit(npuStreamArg(stream_id, device_index, device_type, "core limits"), coreKind(type));
   }, py::arg("stream_id"), py::arg("device_index"), py::arg("device_type"), py::arg("type"));
   // The threads `stream`'s kernels get, as its worker sizes its team for the next task (tests).
   m.def("_stream_worker_threads", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
-    const c10_npu::NPUStream stream(npuStream(stream_id, device_index, device_type));
+    const c10_npu::NPUStream stream(npuStreamArg(stream_id, device_index, device_type, "core limits"));
     int threads = 0;
     NPU_CHECK(nrtLaunchHostFunc(stream.handle(), [](void* out) {
       *static_cast<int*>(out) = c10_npu::threadTeamSize();

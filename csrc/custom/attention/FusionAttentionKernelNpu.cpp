@@ -10,9 +10,10 @@
 #include <algorithm>
 #include <cctype>
 #include <string>
+#include <tuple>
 
-#include "csrc/core/NPUGenerator.h"
 #include "csrc/custom/NpuCustomFunctions.h"
+#include "csrc/custom/dropout/DropoutMask.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -114,13 +115,8 @@ int64_t scoreCount(const Dims& x, at::OptionalIntArrayRef qlen, at::OptionalIntA
 }
 
 at::Tensor genDropMask(const at::Tensor& query, double keep_prob, int64_t seed, int64_t offset, int64_t numels) {
-  const int64_t bytes = (numels + 127) / 128 * 128 / 8;
-  at::Tensor mask = at::empty({bytes}, query.options().dtype(at::kByte));
-  std::vector<int64_t> shape{numels};
-  const double drop_prob = 1.0 - keep_prob;  // the op takes the probability of dropping
-  const int64_t prob_dtype = static_cast<int64_t>(query.scalar_type());
-  EXEC_NPU_CMD(aclnnDropoutGenMaskV2, at::IntArrayRef(shape), drop_prob, seed, offset, prob_dtype, mask);
-  return mask;
+  // The op takes the probability of dropping.
+  return dropoutMaskBits(numels, 1.0 - keep_prob, seed, offset, query.options(), query.scalar_type());
 }
 
 at::Tensor lastDimContiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
@@ -158,14 +154,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int
   if (dropout_mask.has_value() && dropout_mask->defined()) {
     drop = *dropout_mask;  // given by the caller; seed and offset pass through
   } else if (keep_prob < 1.0) {
-    if (seed == 0 && offset == 0) {
-      // (seed, offset) from the npu generator as torch_npu draws them: the offset starts at 0 after
-      // manual_seed and advances by 10 per call.
-      auto* gen = c10_npu::getDefaultNPUGenerator(query.device().index()).get<c10_npu::NPUGeneratorImpl>();
-      const auto [s0, o0] = gen->philoxEngineInputs(10);
-      seed = static_cast<int64_t>(s0 & 0x7fffffffffffffffULL);
-      offset = static_cast<int64_t>(o0);
-    }
+    if (seed == 0 && offset == 0) std::tie(seed, offset) = nextDropoutSeed(query.device().index());
     drop = genDropMask(query, keep_prob, seed, offset, numels);
   }
   at::Tensor out = at::empty(x.out_shape, query.options());
@@ -599,21 +588,12 @@ at::Tensor _npu_dropout_gen_mask_Tensor(const at::Tensor& self, at::IntArrayRef 
                                         int64_t offset, std::optional<bool> parallel, std::optional<bool> sync) {
   TORCH_CHECK_VALUE(p >= 0 && p <= 1, "_npu_dropout_gen_mask: p (the probability of dropping) must be in [0, 1], got ",
                     p);
-  int64_t numels = 1;
-  for (int64_t d : size) numels *= d;
-  const int64_t bytes = (numels + 127) / 128 * 128 / 8;
-  at::Tensor mask = at::empty({bytes}, self.options().dtype(at::kByte));
-  std::vector<int64_t> shape{numels};
-  const int64_t prob_dtype = static_cast<int64_t>(self.scalar_type());
-  EXEC_NPU_CMD(aclnnDropoutGenMaskV2, at::IntArrayRef(shape), p, seed, offset, prob_dtype, mask);
-  return mask;
+  return dropoutMaskBits(c10::multiply_integers(size), p, seed, offset, self.options(), self.scalar_type());
 }
 
 at::Tensor _npu_dropout_gen_mask_Tensor_meta(const at::Tensor& self, at::IntArrayRef size, double p, int64_t seed,
                                              int64_t offset, std::optional<bool> parallel, std::optional<bool> sync) {
-  int64_t numels = 1;
-  for (int64_t d : size) numels *= d;
-  return at::empty({(numels + 127) / 128 * 128 / 8}, self.options().dtype(at::kByte));
+  return at::empty({dropoutMaskBytes(c10::multiply_integers(size))}, self.options().dtype(at::kByte));
 }
 
 }  // namespace at_npu::native

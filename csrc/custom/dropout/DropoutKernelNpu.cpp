@@ -6,12 +6,27 @@
 
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/custom/NpuCustomFunctions.h"
+#include "csrc/custom/dropout/DropoutMask.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
-namespace {
 
-int64_t maskBytes(int64_t numel) { return (numel + 127) / 128 * 128 / 8; }
+std::pair<int64_t, int64_t> nextDropoutSeed(c10::DeviceIndex device) {
+  auto* gen = c10_npu::getDefaultNPUGenerator(device).get<c10_npu::NPUGeneratorImpl>();
+  const auto [seed, offset] = gen->philoxEngineInputs(10);
+  return {static_cast<int64_t>(seed & 0x7fffffffffffffffULL), static_cast<int64_t>(offset)};
+}
+
+at::Tensor dropoutMaskBits(int64_t numel, double drop_prob, int64_t seed, int64_t offset,
+                           const at::TensorOptions& options, at::ScalarType prob_dtype) {
+  at::Tensor mask = at::empty({dropoutMaskBytes(numel)}, options.dtype(at::kByte));
+  std::vector<int64_t> shape{numel};
+  const int64_t dtype = static_cast<int64_t>(prob_dtype);
+  EXEC_NPU_CMD(aclnnDropoutGenMaskV2, at::IntArrayRef(shape), drop_prob, seed, offset, dtype, mask);
+  return mask;
+}
+
+namespace {
 
 void checkProbability(const char* op, double p) {
   TORCH_CHECK_VALUE(p >= 0 && p <= 1, op, ": dropout probability has to be between 0 and 1, but got ", p);
@@ -25,18 +40,10 @@ void checkMask(const char* op, const at::Tensor& self, const at::Tensor& mask) {
                     self.numel(), " elements (make it with npu_dropout_gen_mask(", self.sizes(), ", p))");
 }
 
-// Mask bits of `numel` elements from the npu generator of `device` (torch_npu draws (seed, offset)
-// with an increment of 10 per mask).
+// Mask bits of `numel` elements drawn from the npu generator of the options' device.
 at::Tensor genMask(int64_t numel, double p, const at::TensorOptions& options) {
-  at::Tensor mask = at::empty({maskBytes(numel)}, options.dtype(at::kByte));
-  auto* gen = c10_npu::getDefaultNPUGenerator(mask.device().index()).get<c10_npu::NPUGeneratorImpl>();
-  const auto [s0, o0] = gen->philoxEngineInputs(10);
-  const int64_t seed = static_cast<int64_t>(s0 & 0x7fffffffffffffffULL);
-  const int64_t offset = static_cast<int64_t>(o0);
-  const int64_t prob_dtype = static_cast<int64_t>(at::kFloat);
-  std::vector<int64_t> shape{numel};
-  EXEC_NPU_CMD(aclnnDropoutGenMaskV2, at::IntArrayRef(shape), p, seed, offset, prob_dtype, mask);
-  return mask;
+  const auto [seed, offset] = nextDropoutSeed(options.device().index());
+  return dropoutMaskBits(numel, p, seed, offset, options, at::kFloat);
 }
 
 at::Tensor doMask(const at::Tensor& self, const at::Tensor& mask, double p) {
@@ -60,7 +67,7 @@ at::Tensor npu_dropout_gen_mask_meta(at::IntArrayRef size, double p, std::option
                                      std::optional<at::Layout> layout, std::optional<at::Device> device,
                                      std::optional<bool> pin_memory) {
   checkProbability("npu_dropout_gen_mask", p);
-  return at::empty({maskBytes(c10::multiply_integers(size))}, at::TensorOptions().dtype(at::kByte).device(at::kMeta));
+  return at::empty({dropoutMaskBytes(c10::multiply_integers(size))}, at::TensorOptions().dtype(at::kByte).device(at::kMeta));
 }
 
 std::tuple<at::Tensor, at::Tensor> npu_dropout_do_mask(const at::Tensor& self, const at::Tensor& mask, double p) {
@@ -98,7 +105,7 @@ std::tuple<at::Tensor, at::Tensor> _npu_dropout(const at::Tensor& self, double p
 std::tuple<at::Tensor, at::Tensor> _npu_dropout_meta(const at::Tensor& self, double p) {
   checkProbability("_npu_dropout", p);
   return {at::empty(self.sizes(), self.options()),
-          at::empty({maskBytes(self.numel())}, self.options().dtype(at::kByte))};
+          at::empty({dropoutMaskBytes(self.numel())}, self.options().dtype(at::kByte))};
 }
 
 }  // namespace at_npu::native
