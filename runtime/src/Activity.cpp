@@ -296,6 +296,20 @@ void CopyRan(int device, uint64_t bytes, uint32_t memcpy_kind, uint64_t start_ns
   TheRecorder().CopyRan(rec);
 }
 
+void NodeRan(nrtActivityKind kind, const char* name, uint64_t stream_id, int device, uint64_t start_ns,
+             uint64_t end_ns, bool failed) {
+  Label label;
+  Fill(label, kind, name, 0, 0, 0);
+  nrtActivityRecord& rec = label.record;
+  rec.device = device;
+  rec.stream_id = stream_id;
+  rec.api_start_ns = rec.enqueue_ns = rec.start_ns = start_ns;
+  rec.end_ns = end_ns;
+  rec.failed = failed ? 1 : 0;
+  rec.launch_tid = ThreadId();
+  TheRecorder().CopyRan(rec);
+}
+
 void EventRecorded(uint64_t stream_id, int device, std::shared_ptr<EventRecord> record) {
   Label label;
   Fill(label, NRT_ACTIVITY_EVENT_RECORD, nullptr, 0, 0, 0);

@@ -41,6 +41,9 @@ void TaskFinished(bool failed);
 // Work that is not a queued task.
 void CopyRan(int device, uint64_t bytes, uint32_t memcpy_kind, uint64_t start_ns, uint64_t end_ns);
 void EventRecorded(uint64_t stream_id, int device, std::shared_ptr<EventRecord> record);
+// A task of a graph replay (which runs as one queued task, recorded as such), on the replaying stream.
+void NodeRan(nrtActivityKind kind, const char* name, uint64_t stream_id, int device, uint64_t start_ns,
+             uint64_t end_ns, bool failed);
 
 }  // namespace activity
 }  // namespace npu::runtime

@@ -45,6 +45,10 @@ const char* ErrorName(nrtError_t code) {
       return "NRT_ERROR_TASK_TIMEOUT";
     case NRT_ERROR_DEVICE_LOST:
       return "NRT_ERROR_DEVICE_LOST";
+    case NRT_ERROR_CAPTURE_UNSUPPORTED:
+      return "NRT_ERROR_CAPTURE_UNSUPPORTED";
+    case NRT_ERROR_CAPTURE_INVALIDATED:
+      return "NRT_ERROR_CAPTURE_INVALIDATED";
     case NRT_ERROR_RANGE_MIN_:
     case NRT_ERROR_RANGE_MAX_:
       break;

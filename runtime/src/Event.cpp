@@ -1,6 +1,8 @@
 // Event.cpp - event records, the event registry, and the event C API.
 #include "Event.h"
 
+#include "Capture.h"
+
 #include <utility>
 
 #include "Activity.h"
@@ -49,6 +51,31 @@ nrtEvent_t EventRegistry::Create() {
   const uint64_t id = NextHandleId();
   events_.Insert(id, std::make_shared<Event>());
   return ToHandle<nrtEvent_t>(id);
+}
+
+nrtError_t CheckCapturedEvent(const char* call, nrtEvent_t event, const EventRecord& record) {
+  if (record.capture->ended()) return NRT_SUCCESS;  // its capture is over: nothing left to wait for
+  return record.capture->Invalidate(
+      NRT_ERROR_CAPTURE_UNSUPPORTED,
+      StrCat(call, " on event #", HandleId(event), ", which was recorded in capture #", record.capture->id(),
+             ", is not allowed while the capture lasts: captured work has not run"));
+}
+
+nrtError_t JoinCapture(const std::shared_ptr<Stream>& waiter, nrtEvent_t event, const EventRecord& record) {
+  const std::shared_ptr<Capture>& capture = record.capture;
+  if (waiter->capturing()) {
+    std::shared_ptr<Capture> own = waiter->capture();
+    if (own && own != capture) {
+      return own->Invalidate(NRT_ERROR_CAPTURE_UNSUPPORTED,
+                             StrCat(waiter->name(), " (capturing into capture #", own->id(), ") cannot wait for event #",
+                                    HandleId(event), " of capture #", capture->id(), ": captures cannot depend on "
+                                    "each other"));
+    }
+  }
+  if (capture->invalid()) return capture->Invalidate(NRT_ERROR_CAPTURE_INVALIDATED, "an earlier call invalidated it");
+  capture->Wait(waiter, record.capture_stream, record.capture_position);
+  if (!waiter->capturing()) waiter->SetCapture(capture);  // fork: the waiter records into the capture
+  return NRT_SUCCESS;
 }
 
 namespace {
@@ -102,6 +129,15 @@ nrtError_t nrtEventRecord(nrtEvent_t event, nrtStream_t stream) {
       return error;
     }
     auto record = std::make_shared<EventRecord>(found_stream);
+    if (found_stream->capturing()) {
+      if (std::shared_ptr<npu::runtime::Capture> capture = found_stream->capture()) {
+        record->capture_stream = found_stream->id();
+        record->capture_position = capture->Position(found_stream->id());
+        record->capture = std::move(capture);
+        found_event->set_latest(std::move(record));
+        return NRT_SUCCESS;
+      }
+    }
     if (npu::runtime::activity::Active()) {
       npu::runtime::activity::EventRecorded(found_stream->id(), found_stream->device(), record);
     }
@@ -117,6 +153,7 @@ nrtError_t nrtEventSynchronize(nrtEvent_t event) {
     if (nrtError_t error = rt.events().Resolve(event, &found)) return error;
     const std::shared_ptr<EventRecord> record = found->latest();
     if (!record) return NRT_SUCCESS;
+    if (record->capture) return npu::runtime::CheckCapturedEvent("nrtEventSynchronize", event, *record);
     StreamPtr stream = record->stream();
     if (stream && stream->OnWorkerThread() && !record->done()) {
       return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "cannot synchronize event #",
@@ -138,6 +175,7 @@ nrtError_t nrtEventQuery(nrtEvent_t event) {
     EventPtr found;
     if (nrtError_t error = rt.events().Resolve(event, &found)) return error;
     const std::shared_ptr<EventRecord> record = found->latest();
+    if (record && record->capture) return npu::runtime::CheckCapturedEvent("nrtEventQuery", event, *record);
     return !record || record->done() ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
   });
 }
@@ -180,7 +218,20 @@ nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event) {
     }
     if (nrtError_t error = rt.events().Resolve(event, &found_event)) return error;
     std::shared_ptr<EventRecord> record = found_event->latest();
-    if (!record || record->done()) return NRT_SUCCESS;
+    if (record && record->capture && !record->capture->ended()) {
+      return npu::runtime::JoinCapture(found_stream, event, *record);
+    }
+    if (!record || record->done() || record->capture) return NRT_SUCCESS;
+    if (found_stream->capturing()) {
+      if (std::shared_ptr<npu::runtime::Capture> capture = found_stream->capture()) {
+        return capture->Invalidate(
+            NRT_ERROR_CAPTURE_UNSUPPORTED,
+            npu::runtime::StrCat(found_stream->name(), " is capturing and cannot wait for event #",
+                                 npu::runtime::HandleId(event), ", recorded before the capture and not yet "
+                                 "complete: a capture may only depend on work recorded inside it (make the "
+                                 "streams wait for each other before the capture begins)"));
+      }
+    }
     if (npu::runtime::activity::Active()) npu::runtime::activity::LabelTask(NRT_ACTIVITY_EVENT_WAIT, nullptr);
     npu::runtime::Stream* waiter = found_stream.get();  // runs the task, so outlives it
     return found_stream->Enqueue([record = std::move(record), waiter] {

@@ -12,6 +12,7 @@
 
 namespace npu::runtime {
 
+class Capture;
 class Stream;
 
 // One nrtEventRecord() call. Shared by the event and the tasks that complete or wait for it, so
@@ -26,6 +27,12 @@ class EventRecord {
   std::chrono::steady_clock::time_point time() const;  // meaningful once done()
   // The stream it was recorded on, whose task errors an event sync reports; null once destroyed.
   std::shared_ptr<Stream> stream() const { return stream_.lock(); }
+
+  // A record made on a capturing stream is a position in the capture, not a marker: streams that
+  // wait for it join the capture; it never completes (and counts as done once the capture ended).
+  std::shared_ptr<Capture> capture;
+  uint64_t capture_stream = 0;
+  uint64_t capture_position = 0;
 
  private:
   mutable std::mutex mu_;

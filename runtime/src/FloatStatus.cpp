@@ -8,6 +8,7 @@
 
 #include "DeviceMemory.h"
 #include "Error.h"
+#include "Capture.h"
 #include "Runtime.h"
 #include "Stream.h"
 #include "StreamRegistry.h"
@@ -73,12 +74,20 @@ nrtError_t nrtGetOverflowStatus(void* output, size_t size, nrtStream_t stream) {
     }
     Runtime* runtime = &rt;
     const int device = found->device();
-    return found->Enqueue([runtime, device, output, size] {
+    auto read = [runtime, device, output, size] {
       std::memset(output, 0, size);
       const float word = npu::runtime::Raised(*runtime, device) ? 1.0f : 0.0f;
       std::memcpy(output, &word, sizeof word);
       return 0;
-    });
+    };
+    if (found->capturing()) {
+      npu::runtime::GraphNode node;
+      node.run = read;
+      node.kind = "status";
+      node.name = "get overflow status";
+      if (auto recorded = npu::runtime::RecordLaunch(*found, std::move(node))) return *recorded;
+    }
+    return found->Enqueue(read);
   });
 }
 
@@ -87,10 +96,18 @@ nrtError_t nrtResetOverflowStatus(nrtStream_t stream) {
     std::shared_ptr<npu::runtime::Stream> found;
     if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
     const int device = found->device();
-    return found->Enqueue([device] {
+    auto reset = [device] {
       npu::runtime::g_flags[device].store(0, std::memory_order_release);
       return 0;
-    });
+    };
+    if (found->capturing()) {
+      npu::runtime::GraphNode node;
+      node.run = reset;
+      node.kind = "status";
+      node.name = "reset overflow status";
+      if (auto recorded = npu::runtime::RecordLaunch(*found, std::move(node))) return *recorded;
+    }
+    return found->Enqueue(reset);
   });
 }
 

@@ -17,6 +17,7 @@
 #include "Error.h"
 #include "Runtime.h"
 #include "npu/kernel_launch.h"
+#include "npu/graph.h"
 
 namespace npu::runtime {
 namespace {
@@ -115,8 +116,9 @@ struct KernelTask {
 };
 
 // Runs on the stream's worker: all blocks, then the verdict.
+// Runs once per launch, or once per replay of a graph that captured it (ReleaseKernelTask frees it).
 int RunKernelTask(void* data) {
-  std::unique_ptr<KernelTask> task(static_cast<KernelTask*>(data));
+  KernelTask* task = static_cast<KernelTask*>(data);
   std::mutex mutex;
   std::optional<std::pair<uint32_t, std::string>> first_failure;  // lowest failing block
   uint32_t failures = 0;
@@ -141,6 +143,8 @@ int RunKernelTask(void* data) {
   nrtSetTaskErrMsg(message.c_str());
   return 1;
 }
+
+void ReleaseKernelTask(void* data) { delete static_cast<KernelTask*>(data); }
 
 }  // namespace
 }  // namespace npu::runtime
@@ -176,9 +180,8 @@ nrtError_t nrtLaunchKernel(const char* name, uint32_t blockDim, nrtStream_t stre
   const char* site = task->tag.empty() ? nullptr : Intern(task->tag);
   KernelTask* queued = task.release();
   if (activity::Active()) activity::LabelNextHostFunc(NRT_ACTIVITY_KERNEL, name, 0, blockDim);
-  const nrtError_t launched = nrtLaunchHostFuncNamed(stream, &RunKernelTask, queued, task_name, site);
-  if (launched != NRT_SUCCESS) delete queued;  // never queued: release the arguments here
-  return launched;
+  // Owned: released after its run, or with the graph that captured it (also when refused).
+  return nrtLaunchHostFuncOwned(stream, &RunKernelTask, queued, &ReleaseKernelTask, task_name, site, 0);
 }
 
 uint32_t nrtGetBlockIdx(void) { return npu::runtime::t_block.index; }

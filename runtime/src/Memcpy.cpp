@@ -5,6 +5,7 @@
 #include <string>
 
 #include "Activity.h"
+#include "Capture.h"
 #include "DeviceMemory.h"
 #include "Error.h"
 #include "FaultInjection.h"
@@ -132,6 +133,36 @@ nrtError_t CheckCopy(const DeviceMemory& memory, const char* api, void* dst, con
 }  // namespace
 }  // namespace npu::runtime
 
+namespace npu::runtime {
+namespace {
+
+// An async copy on a capturing stream: recorded, unless a host side is pageable memory, whose
+// contents at replay time the caller cannot be relied on to keep (as CUDA refuses them).
+std::optional<nrtError_t> CaptureCopy(Stream& stream, void* dst, const void* src, size_t count, nrtMemcpyKind kind) {
+  const Sides sides = *SidesOf(kind);
+  const bool pageable = (!sides.dst_on_device && !nrtIsPinnedHostPtr(dst)) ||
+                        (!sides.src_on_device && !nrtIsPinnedHostPtr(src));
+  if (pageable) {
+    std::shared_ptr<Capture> capture = stream.capture();
+    if (!capture) return std::nullopt;
+    return capture->Invalidate(NRT_ERROR_CAPTURE_UNSUPPORTED,
+                               StrCat("nrtMemcpyAsync (", KindName(kind), ", ", count, " bytes) on ", stream.name(),
+                                      " copies pageable host memory, which a capture cannot record (a replay would "
+                                      "read or write it long after the call); use pinned memory "
+                                      "(tensor.pin_memory()) or copy outside the captured region"));
+  }
+  GraphNode node;
+  node.run = [dst, src, count] {
+    CopyBytes(dst, src, count);
+    return 0;
+  };
+  node.kind = "memcpy";
+  return RecordLaunch(stream, std::move(node));
+}
+
+}  // namespace
+}  // namespace npu::runtime
+
 using npu::runtime::Runtime;
 
 extern "C" {
@@ -143,6 +174,7 @@ nrtError_t nrtMemcpy(void* dst, const void* src, size_t count, nrtMemcpyKind kin
       return error;
     }
     if (count == 0) return NRT_SUCCESS;
+    if (nrtError_t error = npu::runtime::CheckSyncAllowed("nrtMemcpy", nullptr)) return error;
     if (npu::runtime::FaultInjector* faults = rt.faults()) {
       const int device = rt.current_device();
       if (faults->Lost(device)) return faults->FailLost(device, "nrtMemcpy");
@@ -174,6 +206,9 @@ nrtError_t nrtMemcpyAsync(void* dst, const void* src, size_t count, nrtMemcpyKin
       return error;
     }
     if (count == 0) return NRT_SUCCESS;
+    if (found->capturing()) {
+      if (auto recorded = npu::runtime::CaptureCopy(*found, dst, src, count, kind)) return *recorded;
+    }
     NPU_RT_LOG(kDebug, "nrtMemcpyAsync queued ", count, " bytes ", src, " -> ", dst, " (",
                npu::runtime::KindName(kind), ") on ", found->name());
     if (npu::runtime::activity::Active()) {
@@ -208,6 +243,15 @@ nrtError_t nrtMemsetAsync(void* dst, int value, size_t count, nrtStream_t stream
             rt.memory(), "nrtMemsetAsync", "dst", dst, count, NRT_ERROR_INVALID_POINTER,
             "nrtMemsetAsync sets device memory from nrtMalloc only")) {
       return error;
+    }
+    if (found->capturing()) {
+      npu::runtime::GraphNode node;
+      node.run = [dst, value, count] {
+        std::memset(dst, value, count);
+        return 0;
+      };
+      node.kind = "memset";
+      if (auto recorded = npu::runtime::RecordLaunch(*found, std::move(node))) return *recorded;
     }
     NPU_RT_LOG(kDebug, "nrtMemsetAsync queued ", count, " bytes at ", dst, " to ", value, " on ",
                found->name());

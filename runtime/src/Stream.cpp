@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "Activity.h"
+#include "Capture.h"
 #include "Device.h"
 #include "DeviceBusy.h"
 #include "Event.h"
@@ -161,11 +162,11 @@ nrtError_t Stream::CheckNotLost() const {
   return options_.faults->FailLost(device_, name());
 }
 
-void Stream::WatchTask(const Task& task) {
+void Stream::WatchNamed(const char* name, const char* site) {
   std::lock_guard<std::mutex> lock(watch_mu_);
   watch_since_ns_ = NowNs();
-  watch_name_ = task.name;
-  watch_site_ = task.site;
+  watch_name_ = name;
+  watch_site_ = site;
 }
 
 std::optional<std::string> Stream::StuckTask() const {
@@ -207,16 +208,16 @@ std::string Stream::RunningTask(int depth) const {
   return text;
 }
 
-std::optional<std::string> Stream::ApplyFaults(const Task& task, std::chrono::nanoseconds ran,
-                                               std::optional<std::string> failure) {
-  TaskFault fault = options_.faults->OnTask(device_, task.name, task.fault_matches, name());
+std::optional<std::string> Stream::ApplyFaults(const char* task_name, const char* site, uint32_t matches,
+                                               std::chrono::nanoseconds ran, std::optional<std::string> failure) {
+  TaskFault fault = options_.faults->OnTask(device_, task_name, matches, name());
   if (fault.slow_factor > 1.0) {
     std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>(
         ran * (fault.slow_factor - 1.0)));
   }
   if (fault.hang) {
     // A task that never finishes; only shutting the stream down (destroy, nrtFinalize) ends it.
-    NPU_RT_LOG(kWarning, "injected hang of ", task.name ? task.name : "a host task", " on ", name());
+    NPU_RT_LOG(kWarning, "injected hang of ", task_name ? task_name : "a host task", " on ", name());
     while (!stopping_.load(std::memory_order_seq_cst)) {
       const uint32_t seen = wake_.load(std::memory_order_seq_cst);
       if (stopping_.load(std::memory_order_seq_cst)) break;
@@ -224,7 +225,7 @@ std::optional<std::string> Stream::ApplyFaults(const Task& task, std::chrono::na
     }
   }
   if (failure || !fault.failure) return failure;
-  *fault.failure += LaunchSuffix(task.site);
+  *fault.failure += LaunchSuffix(site);
   return fault.failure;
 }
 
@@ -358,6 +359,71 @@ void Stream::Run() {
       done_.notify_all();
     }
   }
+}
+
+namespace {
+
+// Runs one recorded task of a replay, like RunTask runs a queued one.
+std::optional<std::string> RunNode(const GraphNode& node) {
+  t_task_message.reset();
+  try {
+    const int code = node.run();
+    if (code == 0) return std::nullopt;
+    if (t_task_message) return std::move(*t_task_message);
+    return StrCat("host function failed with code ", code);
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  } catch (...) {
+    return std::string("host function threw an exception that is not a std::exception");
+  }
+}
+
+nrtActivityKind NodeKind(const GraphNode& node) {
+  const std::string_view kind = node.kind;
+  if (kind == "memcpy") return NRT_ACTIVITY_MEMCPY;
+  if (kind == "memset") return NRT_ACTIVITY_MEMSET;
+  const std::string_view name = node.name ? node.name : "";
+  if (name.substr(0, 5) == "aclnn") return NRT_ACTIVITY_DEVICE_OP;
+  if (name.substr(0, 7) == "kernel ") return NRT_ACTIVITY_KERNEL;
+  return NRT_ACTIVITY_HOST_TASK;
+}
+
+}  // namespace
+
+std::optional<std::string> Stream::RunGraph(const Graph& graph, uint64_t replay_seed) {
+  struct SeedScope {
+    explicit SeedScope(uint64_t seed) { t_replay_seed = seed; }
+    ~SeedScope() { t_replay_seed = 0; }
+  } seed_scope(replay_seed);
+  const std::vector<GraphNode>& nodes = graph.nodes();
+  const bool faults = options_.faults != nullptr;
+  const bool watched = this->watched();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const GraphNode& node = nodes[i];
+    std::optional<std::string> failure;
+    if (!faults && !watched && !activity::Active()) {
+      failure = RunNode(node);  // the replay's fast path: nothing watches the tasks one by one
+    } else {
+      // Watched like queued tasks: the watchdog and injected faults name the op, profilers see it.
+      if (watched) WatchNamed(node.name, node.site);
+      const bool recorded = activity::Active();
+      const uint64_t start_ns = recorded ? activity::Now() : 0;
+      const auto start = std::chrono::steady_clock::now();
+      failure = RunNode(node);
+      if (faults) {
+        failure = ApplyFaults(node.name, node.site, options_.faults->MatchAtLaunch(node.name),
+                              std::chrono::steady_clock::now() - start, std::move(failure));
+      }
+      if (recorded) {
+        activity::NodeRan(NodeKind(node), node.name, id_, device_, start_ns, activity::Now(), failure.has_value());
+      }
+    }
+    if (failure) {
+      return StrCat(*failure, " (task ", i + 1, " of ", nodes.size(), " of graph #", graph.id(), ", replayed on ",
+                    name(), ")");
+    }
+  }
+  return std::nullopt;
 }
 
 void Stream::SleepBeforeIdleHook(uint64_t index) {

@@ -26,8 +26,10 @@ extern std::atomic<nrtWorkerIdleHook> g_worker_idle_hook;
 // Set by nrtSetWorkerTaskHook: run on a stream worker before each task.
 extern std::atomic<nrtWorkerTaskHook> g_worker_task_hook;
 
+class Capture;
 class EventRecord;
 class FaultInjector;
+class Graph;
 
 // What every stream of a runtime shares: injected faults (nullptr when NPU_SIM_FAULT is unset) and
 // the watchdog's limit on one task in nanoseconds (zero or nullptr: off), which the runtime owns and
@@ -130,6 +132,22 @@ class Stream {
   // Rejects new work, lets the queue drain, joins the worker. Idempotent.
   void Shutdown();
 
+  // Stream capture (Capture.h): launches check capturing() (one relaxed load) and, when set, record
+  // into capture() instead of queuing.
+  bool capturing() const { return capturing_.load(std::memory_order_acquire); }
+  std::shared_ptr<Capture> capture() const {
+    std::lock_guard<std::mutex> lock(capture_mu_);
+    return capture_;
+  }
+  void SetCapture(std::shared_ptr<Capture> capture) {
+    std::lock_guard<std::mutex> lock(capture_mu_);
+    capturing_.store(capture != nullptr, std::memory_order_release);
+    capture_ = std::move(capture);
+  }
+  // On the worker: one replay of `graph` (nrtGraphLaunch's task). Each recorded task is watched,
+  // faulted and profiled as a queued task would be; the first failure ends the replay.
+  std::optional<std::string> RunGraph(const Graph& graph, uint64_t replay_seed);
+
  private:
   void Run();
   nrtError_t RefuseWork();
@@ -148,14 +166,19 @@ class Stream {
   void RecordFailure(std::string message);
   void RunNow(Task& task);  // TryRunNow's run, on the calling thread
   // Watchdog: what the worker is running and since when (steady-clock ns; 0 when idle).
-  void WatchTask(const Task& task);
+  void WatchTask(const Task& task) { WatchNamed(task.name, task.site); }
+  void WatchNamed(const char* name, const char* site);
   std::optional<std::string> StuckTask() const;
   // ", where <op> has been running for <t> (launched from <site>)" for the task running now, following
   // event waits upstream (depth bounds a cycle of streams waiting for each other).
   std::string RunningTask(int depth) const;
   // Injected faults for a task that just ran for `ran`: may fail, slow down or hang it.
   std::optional<std::string> ApplyFaults(const Task& task, std::chrono::nanoseconds ran,
-                                         std::optional<std::string> failure);
+                                         std::optional<std::string> failure) {
+    return ApplyFaults(task.name, task.site, task.fault_matches, ran, std::move(failure));
+  }
+  std::optional<std::string> ApplyFaults(const char* task_name, const char* site, uint32_t matches,
+                                         std::chrono::nanoseconds ran, std::optional<std::string> failure);
 
   const uint64_t id_;
   const int device_;
@@ -203,6 +226,10 @@ class Stream {
   const char* watch_name_ = nullptr;
   const char* watch_site_ = nullptr;
   std::weak_ptr<Stream> watch_upstream_;  // the stream a running event wait waits for
+
+  std::atomic<bool> capturing_{false};
+  mutable std::mutex capture_mu_;
+  std::shared_ptr<Capture> capture_;
 
   std::mutex join_mu_;  // a second Shutdown() caller must also wait for the join
   std::thread worker_;

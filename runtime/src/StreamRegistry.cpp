@@ -1,6 +1,9 @@
 // StreamRegistry.cpp - stream handles and default streams, and the stream and device-sync C API.
 #include "StreamRegistry.h"
 
+#include "Capture.h"
+#include "npu/graph.h"
+
 #include <utility>
 
 #include "Activity.h"
@@ -167,6 +170,17 @@ nrtError_t LaunchHostFunc(const char* api, nrtStream_t stream, nrtHostFunc fn, L
   });
 }
 
+// A host function launched on a capturing stream: recorded instead of queued (see RecordLaunch).
+std::optional<nrtError_t> CaptureHostFunc(Stream& stream, nrtHostFunc fn, void* user_data,
+                                          nrtHostFuncRelease release, const char* name, const char* site) {
+  GraphNode node;
+  node.run = [fn, user_data] { return fn(user_data); };
+  if (release != nullptr) node.release = [release, user_data] { release(user_data); };
+  node.name = name;
+  node.site = site;
+  return RecordLaunch(stream, std::move(node));
+}
+
 }  // namespace
 }  // namespace npu::runtime
 
@@ -198,6 +212,7 @@ nrtError_t nrtStreamSynchronize(nrtStream_t stream) {
     if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
       return error;
     }
+    if (nrtError_t error = npu::runtime::CheckSyncAllowed("nrtStreamSynchronize", found)) return error;
     if (nrtError_t error = found->Synchronize()) return error;
     if (nrtError_t error = npu::runtime::ReportTaskErrors(*found)) return error;
     return found->CheckNotLost();
@@ -210,6 +225,7 @@ nrtError_t nrtStreamQuery(nrtStream_t stream) {
     if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
       return error;
     }
+    if (found->capturing()) return npu::runtime::CheckSyncAllowed("nrtStreamQuery", found);
     return found->Idle() ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
   });
 }
@@ -244,6 +260,11 @@ nrtError_t nrtStreamGetTaskCount(nrtStream_t stream, uint64_t* count) {
 
 nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data) {
   return npu::runtime::LaunchHostFunc("nrtLaunchHostFunc", stream, fn, [&](Stream& found) {
+    if (found.capturing()) {
+      if (auto recorded = npu::runtime::CaptureHostFunc(found, fn, user_data, nullptr, nullptr, nullptr)) {
+        return *recorded;
+      }
+    }
     return found.Enqueue([fn, user_data] { return fn(user_data); });
   });
 }
@@ -251,6 +272,9 @@ nrtError_t nrtLaunchHostFunc(nrtStream_t stream, nrtHostFunc fn, void* user_data
 nrtError_t nrtLaunchHostFuncNamed(nrtStream_t stream, nrtHostFunc fn, void* user_data, const char* name,
                                   const char* site) {
   return npu::runtime::LaunchHostFunc("nrtLaunchHostFuncNamed", stream, fn, [&](Stream& found) {
+    if (found.capturing()) {
+      if (auto recorded = npu::runtime::CaptureHostFunc(found, fn, user_data, nullptr, name, site)) return *recorded;
+    }
     return found.Enqueue([fn, user_data] { return fn(user_data); }, false, name, site);
   });
 }
@@ -258,15 +282,46 @@ nrtError_t nrtLaunchHostFuncNamed(nrtStream_t stream, nrtHostFunc fn, void* user
 nrtError_t nrtLaunchHostFuncShort(nrtStream_t stream, nrtHostFunc fn, void* user_data, const char* name,
                                   const char* site) {
   return npu::runtime::LaunchHostFunc("nrtLaunchHostFuncShort", stream, fn, [&](Stream& found) {
+    if (found.capturing()) {
+      if (auto recorded = npu::runtime::CaptureHostFunc(found, fn, user_data, nullptr, name, site)) return *recorded;
+    }
     if (found.TryRunNow([fn, user_data] { return fn(user_data); }, name, site)) return NRT_SUCCESS;
     return found.Enqueue([fn, user_data] { return fn(user_data); }, false, name, site);
   });
+}
+
+nrtError_t nrtLaunchHostFuncOwned(nrtStream_t stream, nrtHostFunc fn, void* user_data, nrtHostFuncRelease release,
+                                  const char* name, const char* site, int short_run) {
+  bool taken = false;  // the stream or a capture owns user_data: it releases it
+  const nrtError_t error = npu::runtime::LaunchHostFunc("nrtLaunchHostFuncOwned", stream, fn, [&](Stream& found) {
+    if (found.capturing()) {
+      if (auto recorded = npu::runtime::CaptureHostFunc(found, fn, user_data, release, name, site)) {
+        taken = true;  // recorded, or released by the refusing capture
+        return *recorded;
+      }
+    }
+    auto run = [fn, user_data, release] {
+      const int code = fn(user_data);
+      if (release != nullptr) release(user_data);
+      return code;
+    };
+    if (short_run != 0 && found.TryRunNow(run, name, site)) {
+      taken = true;
+      return NRT_SUCCESS;
+    }
+    const nrtError_t queued = found.Enqueue(run, false, name, site);
+    taken = queued == NRT_SUCCESS;
+    return queued;
+  });
+  if (!taken && release != nullptr) release(user_data);
+  return error;
 }
 
 nrtError_t nrtDeviceSynchronize(void) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     // Only this thread replaces its cached list, so it stays valid (and its streams alive) here.
     const std::vector<StreamPtr>& streams = rt.streams().OnDeviceCached(rt.current_device());
+    if (nrtError_t error = npu::runtime::CheckSyncAllowed("nrtDeviceSynchronize", nullptr)) return error;
     for (const StreamPtr& stream : streams) {
       if (nrtError_t error = stream->Synchronize()) return error;
     }
