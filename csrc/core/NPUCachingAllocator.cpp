@@ -151,6 +151,20 @@ void resetPeakStats(c10::DeviceIndex device) { allocator().resetPeakStats(device
 void resetAccumulatedStats(c10::DeviceIndex device) { allocator().resetAccumulatedStats(device); }
 std::string memorySummary(c10::DeviceIndex device) { return allocator().device(device).summary(); }
 
+void retainPool(c10::DeviceIndex device, c10::MempoolId_t id) { allocator().device(device).retainPool(id); }
+
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, std::function<bool(nrtStream_t)> filter) {
+  allocator().device(device).beginAllocateToPool(id, std::move(filter));
+}
+
+void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  allocator().device(device).endAllocateToPool(id);
+}
+
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) { allocator().device(device).releasePool(id); }
+
+int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) { return allocator().device(device).poolUseCount(id); }
+
 void endTrainingStep() {
   allocator().forEachStarted([](DeviceCachingAllocator& device) { device.endStep(); });
 }

@@ -4,6 +4,7 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,14 @@ void resetPeakStats(c10::DeviceIndex device);
 void resetAccumulatedStats(c10::DeviceIndex device);
 // A short table of the device's current / peak usage (part of the out-of-memory message).
 std::string memorySummary(c10::DeviceIndex device);
+
+// Private memory pools of a device (graph captures, torch.npu.MemPool); see
+// DeviceCachingAllocator's retainPool / beginAllocateToPool / endAllocateToPool / releasePool.
+void retainPool(c10::DeviceIndex device, c10::MempoolId_t id);
+void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, std::function<bool(nrtStream_t)> filter);
+void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
+int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id);
 
 // The end of a training step (torch_npu calls it after every optimizer step). With expandable
 // segments, each device's step planner plans the next steps' addresses from the step just ended.

@@ -44,6 +44,9 @@ Block* DeviceCachingAllocator::malloc(size_t request, nrtStream_t stream) {
                    request, " bytes) on npu:", static_cast<int>(device_), ".");
   std::unique_lock<std::mutex> lock(mutex_);
   if (!pending_.empty()) processEvents();
+  // A routed private pool (a capture, a MemPool) serves this stream: from here on its token stands
+  // for the stream, so only the pool's blocks are found and new segments belong to it.
+  if (!pool_routes_.empty()) stream = routeToPool(stream);
   const size_t size = roundSize(settings, request);
   BlockPool& pool = settings.expandable_segments ? expandable_ : size <= kSmallSize ? small_ : large_;
   const bool collect = settings.garbage_collection_threshold > 0 && !settings.expandable_segments;
@@ -110,6 +113,10 @@ void DeviceCachingAllocator::free(Block* block) {
     recordTrace(TraceEntry::FREE_REQUESTED, reinterpret_cast<size_t>(block->ptr), block->requested,
                 block->stream, std::move(context));
   }
+  if (!block->stream_uses.empty() && pool_of_token_.count(block->stream) != 0) {
+    // A private pool's blocks are reused only by the pool's own (captured, stream-ordered) work.
+    block->stream_uses.clear();
+  }
   if (!block->stream_uses.empty()) {
     // Another stream may still read the block: reuse it only once that stream passes this point.
     for (nrtStream_t s : block->stream_uses) {
@@ -145,7 +152,9 @@ void DeviceCachingAllocator::emptyVirtAddrCache() {
   std::lock_guard<std::mutex> lock(mutex_);
   processEvents();
   std::vector<Block*> free_blocks(expandable_.blocks.begin(), expandable_.blocks.end());
-  for (Block* block : free_blocks) unmapFreePages(block);
+  for (Block* block : free_blocks) {
+    if (!inLivePool(block)) unmapFreePages(block);
+  }
   planner_.reset();  // its addresses may be unmapped now
 }
 
@@ -406,6 +415,8 @@ void DeviceCachingAllocator::releaseCachedBlocks() {
   for (BlockPool* pool : {&small_, &large_, &expandable_}) {
     std::vector<Block*> free_blocks(pool->blocks.begin(), pool->blocks.end());
     for (Block* block : free_blocks) {
+      // A graph replays into its pool's memory for as long as the pool has users.
+      if (inLivePool(block)) continue;
       if (block->segment->expandable) {
         unmapFreePages(block);
       } else if (!block->is_split()) {
@@ -462,7 +473,7 @@ void DeviceCachingAllocator::collectGarbage(const AllocatorSettings& settings) {
   std::vector<Block*> candidates;
   double total_age = 0;
   for (Block* b : large_.blocks) {
-    if (!b->is_split() && !b->segment->expandable) {
+    if (!b->is_split() && !b->segment->expandable && !inLivePool(b)) {
       candidates.push_back(b);
       total_age += static_cast<double>(b->gc_count);
     }

@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,6 +64,18 @@ class DeviceCachingAllocator {
     return block->pool == &small_ || block->pool == &large_ || block->pool == &expandable_;
   }
   void recordStream(Block* block, nrtStream_t stream);
+
+  // Private pools (NPUPrivatePools.cpp): graph captures' and torch.npu.MemPool's memory. While a
+  // pool is routed (beginAllocateToPool), allocations whose stream passes `filter` come from the
+  // pool's own segments, whose blocks carry the pool's token where a stream would be: nothing else
+  // reuses them, and emptying the cache leaves them mapped while the pool has users. The pool is
+  // created (or gains a user) with its first route or retainPool; releasePool drops a user, and a
+  // pool without users gives its free memory back at the next emptying of the cache.
+  void retainPool(c10::MempoolId_t id);
+  void beginAllocateToPool(c10::MempoolId_t id, std::function<bool(nrtStream_t)> filter);
+  void endAllocateToPool(c10::MempoolId_t id);
+  void releasePool(c10::MempoolId_t id);
+  int poolUseCount(c10::MempoolId_t id);
   // Forgets an earlier recordStream: the block is reused after its free without waiting for `stream`.
   void eraseStream(Block* block, nrtStream_t stream);
   void emptyCache();
@@ -106,6 +120,15 @@ class DeviceCachingAllocator {
   size_t allowedMemory();
   [[noreturn]] void throwOutOfMemory(size_t request, std::unique_lock<std::mutex>& lock);
 
+  // Private pools (NPUPrivatePools.cpp), under the lock.
+  nrtStream_t routeToPool(nrtStream_t stream);
+  bool inLivePool(const Block* block) const;
+  struct PrivatePool {
+    nrtStream_t token;  // what the pool's blocks carry as their stream
+    int use_count = 0;
+  };
+  PrivatePool& poolFor(c10::MempoolId_t id);
+
   // Expandable segments (NPUExpandableSegments.cpp).
   Block* growExpandable(BlockPool& pool, nrtStream_t stream, size_t size,
                         const std::shared_ptr<c10::GatheredContext>& context);
@@ -148,6 +171,9 @@ class DeviceCachingAllocator {
   StepPlanner planner_;  // addresses of recurring steps' requests in the expandable range
   std::list<std::unique_ptr<Segment>> segments_;
   std::deque<std::pair<nrtEvent_t, Block*>> pending_;
+  std::map<c10::MempoolId_t, PrivatePool> private_pools_;
+  std::map<nrtStream_t, c10::MempoolId_t> pool_of_token_;
+  std::vector<std::pair<c10::MempoolId_t, std::function<bool(nrtStream_t)>>> pool_routes_;
   bool limited_ = false;  // set_per_process_memory_fraction was called: reserved memory stays <= limit_
   size_t limit_ = 0;
   // Why the runtime refused the last allocation (an injected fault, or capacity), for the OOM message.

@@ -1,6 +1,8 @@
 // NPUGenerator.cpp - per-device generators backed by a host engine.
 #include "csrc/core/NPUGenerator.h"
 
+#include "csrc/core/NPUGraph.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 
@@ -83,6 +85,7 @@ at::Generator hostEngineFor(const std::optional<at::Generator>& gen, c10::Device
 }
 
 uint64_t launchSeedFor(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+  noteRandomLaunch();  // a graph capturing this launch mixes a fresh seed into it per replay
   at::Generator engine = hostEngineFor(gen, device);
   std::lock_guard<std::mutex> lock(engine.mutex());
   return engine.get<at::CPUGeneratorImpl>()->random64();

@@ -69,6 +69,9 @@ std::vector<SegmentInfo> DeviceCachingAllocator::segments() {
       info.device = static_cast<c10::DeviceIndex>(device_);
       info.address = reinterpret_cast<size_t>(block->ptr);
       info.stream = segment->stream;
+      if (auto pool = pool_of_token_.find(segment->stream); pool != pool_of_token_.end()) {
+        info.owner_private_pool_id = pool->second;  // a graph's or MemPool's segment
+      }
       info.is_large = !segment->pool->is_small;
       info.is_expandable = segment->expandable;
       info.context_when_allocated = segment->context;

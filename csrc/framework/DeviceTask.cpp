@@ -9,8 +9,10 @@
 #include <unordered_set>
 
 #include <npu/activity.h>
+#include <npu/graph.h>
 
 #include "csrc/core/NPUException.h"
+#include "csrc/core/NPUGraph.h"
 #include "csrc/framework/ExecutionPolicy.h"
 
 namespace at_npu::native {
@@ -52,13 +54,16 @@ struct Task {
   }
 };
 
+// Runs once per launch, or once per replay of a graph that captured it (releaseTask frees it).
 int runQueuedTask(void* data) {
-  std::unique_ptr<Task> task(static_cast<Task*>(data));
+  Task* task = static_cast<Task*>(data);
   std::string error = task->run();
   if (error.empty()) return 0;
   nrtSetTaskErrMsg(error.c_str());
   return 1;
 }
+
+void releaseTask(void* data) { delete static_cast<Task*>(data); }
 
 }  // namespace
 
@@ -88,7 +93,7 @@ void launchDeviceTask(const c10_npu::NPUStream& stream, const char* what, std::f
   c10_npu::noteDeviceLaunch();
   const ExecutionPolicy& policy = executionPolicy();
   auto task = std::make_unique<Task>(Task{what, t_graph_context, currentLaunchSite(), std::move(fn)});
-  if (!policy.task_queue || stream.isSyncLaunch()) {
+  if ((!policy.task_queue || stream.isSyncLaunch()) && !c10_npu::anyCaptureUnderway()) {
     // Synchronous launch (TASK_QUEUE_ENABLE=0, or a SyncLaunchStream): earlier work first, then this
     // task on the calling thread.
     stream.synchronize();
@@ -103,10 +108,12 @@ void launchDeviceTask(const c10_npu::NPUStream& stream, const char* what, std::f
   }
   // Named, so that the watchdog and injected faults (NPU_SIM_FAULT op=...) can name the op and the
   // line that launched it. Both strings live for the process (literals or interned).
-  NPU_CHECK(nrtLaunchHostFuncNamed(stream.handle(), &runQueuedTask, task.get(), task->what,
-                                   task->site != nullptr ? task->site->location.c_str() : nullptr));
-  task.release();  // owned by the stream until it runs
-  if (policy.launch_blocking) stream.synchronize();
+  // Owned by the runtime from here on: freed after its run, with the graph that captured it, or at
+  // once if the launch is refused.
+  Task* launched = task.release();
+  NPU_CHECK(nrtLaunchHostFuncOwned(stream.handle(), &runQueuedTask, launched, &releaseTask, launched->what,
+                                   launched->site != nullptr ? launched->site->location.c_str() : nullptr, 0));
+  if (policy.launch_blocking && !c10_npu::anyCaptureUnderway()) stream.synchronize();
 }
 
 void launchDeviceTask(const c10_npu::NPUStream& stream, const std::string& what, std::function<void()> fn) {

@@ -10,6 +10,9 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <npu/graph.h>
+
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/core/NPUStream.h"
@@ -243,6 +246,15 @@ void runSynchronously(OpPlan& plan, const c10::OperatorHandle& op, torch::jit::S
   runOnCpuWithCopies(op, stack);
 }
 
+// In a graph replay, generators get their launch seed mixed with the replay's (npu/graph.h), so that
+// each replay draws fresh numbers.
+void reseedForReplay(torch::jit::Stack& stack) {
+  if (nrtGraphReplaySeed() == 0) return;
+  for (c10::IValue& v : stack) {
+    if (v.isGenerator()) v = at::detail::createCPUGenerator(nrtReplaySeeded(v.toGenerator().current_seed()));
+  }
+}
+
 }  // namespace
 
 void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -377,6 +389,7 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
           }
         };
         torch::jit::Stack s = host;
+        reseedForReplay(s);
         bool copy_out = any_fresh && !out_op;
         if (out_op) {
           try {
@@ -391,6 +404,7 @@ void genericExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
               TORCH_CHECK(false, "inputs ", describe(host), ": ", e.what_without_backtrace());
             }
             s.assign(host.begin(), host.end() - static_cast<std::ptrdiff_t>(fresh_views.size()));
+            reseedForReplay(s);
             run(functional, s);
             copy_out = true;
             // The failed kernel may have resized the views it was given: take fresh ones.

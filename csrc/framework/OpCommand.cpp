@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "csrc/core/NPUFunctions.h"
+#include "csrc/core/NPUGraph.h"
 #include "csrc/core/NPUStream.h"
 #include "csrc/core/NPUThreadTeams.h"
 #include "csrc/framework/DeviceTask.h"
@@ -123,7 +124,8 @@ void launchDeviceOp(const aclnnOpEntry& op, uint64_t workspace_size, aclOpExecut
   // Hook point for launch-side activity records (op name, stream, launch site): here every named
   // device op has been queued exactly once.
   const ExecutionPolicy& policy = executionPolicy();
-  if (!policy.task_queue || policy.launch_blocking || c10_npu::currentStreamIsSyncLaunch(device)) {
+  if ((!policy.task_queue || policy.launch_blocking || c10_npu::currentStreamIsSyncLaunch(device)) &&
+      !c10_npu::anyCaptureUnderway()) {
     c10_npu::getCurrentNPUStream(device).synchronize();
   }
 }
@@ -154,7 +156,11 @@ void OpCommand::RunOpApi(const std::string& name, const PROC_FUNC& func, bool sy
   countOp(opCounters(name), OpPath::kDeviceOp);
   const ExecutionPolicy& policy = executionPolicy();
   const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream();
-  if (sync || !policy.task_queue || policy.launch_blocking || stream.isSyncLaunch()) stream.synchronize();
+  // The launch policies' syncs step aside while a graph captures; an op's own sync does not.
+  if (sync || ((!policy.task_queue || policy.launch_blocking || stream.isSyncLaunch()) &&
+               !c10_npu::anyCaptureUnderway())) {
+    stream.synchronize();
+  }
 }
 
 }  // namespace at_npu::native

@@ -109,7 +109,7 @@ py::dict memorySnapshot() {
     segment["requested_size"] = s.requested_size;
     segment["stream"] = reinterpret_cast<int64_t>(s.stream);
     segment["segment_type"] = s.is_large ? "large" : "small";
-    segment["segment_pool_id"] = py::make_tuple(0, 0);
+    segment["segment_pool_id"] = py::make_tuple(s.owner_private_pool_id.first, s.owner_private_pool_id.second);
     segment["is_expandable"] = s.is_expandable;
     frames.add(segment, s.context_when_allocated);
     py::list blocks;

@@ -21,6 +21,7 @@
 #include "csrc/python/AccuracyBindings.h"
 #include "csrc/python/FormatBindings.h"
 #include "csrc/python/DeviceControlBindings.h"
+#include "csrc/python/NPUGraphBindings.h"
 #include "csrc/python/GraphBindings.h"
 #include "csrc/python/LaunchSite.h"
 #include "csrc/python/ProfilerBindings.h"
@@ -76,6 +77,7 @@ PYBIND11_MODULE(_C, m) {
   torch_npu::python::initFormatBindings(m);
   torch_npu::python::initGraphBindings(m);
   torch_npu::python::initDeviceControlBindings(m);
+  torch_npu::python::initNPUGraphBindings(m);
   // What device tasks kept alive is released on a thread of its own (csrc/framework/DeferredRelease.h).
   m.def("_drain_releases", [](bool stop) {
     py::gil_scoped_release no_gil;  // the release thread may need it

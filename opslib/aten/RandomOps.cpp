@@ -13,13 +13,15 @@
 #include <ATen/ops/uniform_cpu_dispatch.h>
 
 #include "AtenOpSupport.h"
+#include "npu/graph.h"
 
 using namespace npu::opslib::aten;
 
 namespace {
-// `offset` selects an independent stream for the same seed (several draws in one launch).
+// `offset` selects an independent stream for the same seed (several draws in one launch). In a graph
+// replay the seed is mixed with the replay's (npu/graph.h): each replay draws fresh numbers.
 at::Generator engine(int64_t seed, int64_t offset) {
-  return at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) +
+  return at::make_generator<at::CPUGeneratorImpl>(nrtReplaySeeded(static_cast<uint64_t>(seed)) +
                                                   0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(offset));
 }
 }  // namespace

@@ -11,13 +11,16 @@
 
 #include "Error.h"
 #include "npu/activity.h"
+#include "npu/graph.h"
 
 namespace npu::opslib {
 namespace {
 
 // The host function: runs the kernel once and owns the executor from here on.
+// Runs once per launch, or once per replay of a graph that captured the launch (ReleaseExecutor
+// frees it after the last).
 int RunExecutor(void* data) {
-  std::unique_ptr<aclOpExecutor> executor(static_cast<aclOpExecutor*>(data));
+  aclOpExecutor* executor = static_cast<aclOpExecutor*>(data);
   std::string reason;
   try {
     KernelWatch watch(*executor);
@@ -35,6 +38,8 @@ int RunExecutor(void* data) {
   nrtSetTaskErrMsg(message.c_str());
   return 1;
 }
+
+void ReleaseExecutor(void* data) { delete static_cast<aclOpExecutor*>(data); }
 
 // Custom op names live for the process like built-in ones, so that the runtime can keep pointers
 // to them (task names for the watchdog and injected faults). Custom ops are few.
@@ -119,14 +124,17 @@ aclnnStatus aclnnLaunchExecutor(void* workspace, uint64_t workspaceSize, aclOpEx
     if (nrtActivityIsEnabled()) nrtActivityLabelNextTask(NRT_ACTIVITY_DEVICE_OP, owned->op_name, 0);
     // Named (op names and static tags live for the process) for the watchdog and injected faults.
     // A short run may execute right here when the stream is idle: the hand-off would cost more.
-    const auto launch = owned->short_run ? &nrtLaunchHostFuncShort : &nrtLaunchHostFuncNamed;
+    // Owned by the runtime from here on: freed after its run, with the graph that captured it, or
+    // right away if the launch is refused.
+    aclOpExecutor* launched = owned.release();
+    const char* op_name = launched->op_name;
     const nrtError_t error =
-        launch(stream, &npu::opslib::RunExecutor, owned.get(), owned->op_name, owned->static_tag);
+        nrtLaunchHostFuncOwned(stream, &npu::opslib::RunExecutor, launched, &npu::opslib::ReleaseExecutor, op_name,
+                               launched->static_tag, launched->short_run ? 1 : 0);
     if (error != NRT_SUCCESS) {
-      return NOP_FAIL(ACLNN_ERR_RUNTIME_ERROR, owned->op_name, ": the runtime refused the launch (",
+      return NOP_FAIL(ACLNN_ERR_RUNTIME_ERROR, op_name, ": the runtime refused the launch (",
                       nrtGetErrorName(error), "): ", nrtGetRecentErrMsg());
     }
-    owned.release();  // the host function frees it after running
     return ACLNN_SUCCESS;
   });
 }

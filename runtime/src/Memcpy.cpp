@@ -145,11 +145,14 @@ std::optional<nrtError_t> CaptureCopy(Stream& stream, void* dst, const void* src
   if (pageable) {
     std::shared_ptr<Capture> capture = stream.capture();
     if (!capture) return std::nullopt;
+    const char* what = sides.src_on_device
+                           ? "reads npu memory into pageable host memory (.cpu(), .item(), .tolist(), print of an npu "
+                             "tensor?): captured work has not run, so there is nothing to read yet"
+                           : "copies pageable host memory (a CPU tensor moved to npu?), which a replay would read "
+                             "long after the call; copy from pinned memory (tensor.pin_memory()) or before the capture";
     return capture->Invalidate(NRT_ERROR_CAPTURE_UNSUPPORTED,
                                StrCat("nrtMemcpyAsync (", KindName(kind), ", ", count, " bytes) on ", stream.name(),
-                                      " copies pageable host memory, which a capture cannot record (a replay would "
-                                      "read or write it long after the call); use pinned memory "
-                                      "(tensor.pin_memory()) or copy outside the captured region"));
+                                      " is not allowed while it is capturing: it ", what));
   }
   GraphNode node;
   node.run = [dst, src, count] {

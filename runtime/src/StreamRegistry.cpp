@@ -225,7 +225,12 @@ nrtError_t nrtStreamQuery(nrtStream_t stream) {
     if (nrtError_t error = rt.streams().ResolveCached(stream, rt.current_device(), &found)) {
       return error;
     }
-    if (found->capturing()) return npu::runtime::CheckSyncAllowed("nrtStreamQuery", found);
+    if (found->capturing()) {
+      // Refused without invalidating the capture: callers that only poll fall back to a sync, which
+      // then names what they were doing.
+      return NPU_RT_FAIL(NRT_ERROR_CAPTURE_UNSUPPORTED, "nrtStreamQuery: ", found->name(),
+                         " is capturing; its captured work never completes until a replay");
+    }
     return found->Idle() ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
   });
 }

@@ -63,6 +63,8 @@ from torch_npu.npu.memory import (
     reset_max_memory_cached,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
+    MemPool,
+    use_mem_pool,
 )
 from torch_npu.npu.random import (
     default_generators,
@@ -193,6 +195,14 @@ from torch_npu.npu.backends import (  # noqa: E402
     mem_efficient_sdp_enabled,
     preferred_linalg_library,
     sdp_kernel,
+)
+from torch_npu.npu import graphs  # noqa: E402
+from torch_npu.npu.graphs import (  # noqa: E402
+    NPUGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
 )
 from torch_npu.npu.mstx import mstx  # noqa: E402  (the class, as torch_npu binds it; the module stays importable)
 from torch_npu.npu import amp  # noqa: E402  (torch.npu.amp; imports torch_npu.npu, so it comes last)

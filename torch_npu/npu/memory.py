@@ -340,3 +340,56 @@ def _step_plan_stats(device=None) -> dict:
 
 def get_allocator_backend() -> str:
     return "native"
+
+
+class MemPool:
+    """A private memory pool (torch.cuda.MemPool's shape): allocations made inside
+    ``use_mem_pool(pool)`` come from this pool's own segments, which nothing else reuses; graphs
+    may capture into it too (``torch.npu.graph(g, pool=mem_pool.id)``). The pool's free memory
+    goes back to the device once the pool has no users and the cache is emptied."""
+
+    def __init__(self, allocator=None, use_on_oom=False, no_split=False):
+        if allocator is not None:
+            raise ValueError(
+                "MemPool(allocator=...): the software NPU has one device allocator (the caching allocator); "
+                "pass allocator=None")
+        from torch_npu.npu.device import current_device
+
+        self._device = current_device()
+        self._id = tuple(_C._graph_pool_handle())
+        _C._npu_retainPool(self._device, self._id)
+        self._finalizer = weakref.finalize(self, _C._npu_releasePool, self._device, self._id)
+
+    @property
+    def id(self):
+        return self._id
+
+    @property
+    def allocator(self):
+        return None
+
+    def use_count(self) -> int:
+        return _C._npu_poolUseCount(self._device, self._id)
+
+    def snapshot(self):
+        """The allocator snapshot's segments that belong to this pool."""
+        return [s for s in _snapshot()["segments"] if s.get("segment_pool_id") == self._id]
+
+
+class use_mem_pool:
+    """Routes this thread's npu allocations to ``pool`` while active (torch.cuda.use_mem_pool)."""
+
+    def __init__(self, pool: MemPool, device=None):
+        if not isinstance(pool, MemPool):
+            raise TypeError(f"use_mem_pool expects a torch.npu.MemPool, got {type(pool).__name__}")
+        self._pool = pool
+        self._device = pool._device if device is None else _dev(device)
+
+    def __enter__(self):
+        _C._npu_beginAllocateCurrentThreadToPool(self._device, self._pool.id)
+        return self._pool
+
+    def __exit__(self, *exc):
+        _C._npu_endAllocateToPool(self._device, self._pool.id)
+        _C._npu_releasePool(self._device, self._pool.id)
+        return False

@@ -61,6 +61,16 @@ NRT_API nrtError_t nrtThreadExchangeCaptureMode(nrtCaptureMode* mode);
 NRT_API nrtError_t nrtGraphLaunch(nrtGraph_t graph, nrtStream_t stream, uint64_t replay_seed);
 // Inside a task of a replay: its replay_seed; 0 elsewhere.
 NRT_API uint64_t nrtGraphReplaySeed(void);
+// The seed a random kernel uses: its captured `seed` unchanged outside replays, else mixed with the
+// replay's seed (splitmix64), so that every replay draws different numbers.
+static inline uint64_t nrtReplaySeeded(uint64_t seed) {
+  uint64_t z = nrtGraphReplaySeed();
+  if (z == 0) return seed;
+  z = seed ^ (z + 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
 // Releases the graph's recorded work (queued replays still complete first).
 NRT_API nrtError_t nrtGraphDestroy(nrtGraph_t graph);
 NRT_API nrtError_t nrtGraphGetNodeCount(nrtGraph_t graph, size_t* count);

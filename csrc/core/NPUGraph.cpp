@@ -1,0 +1,161 @@
+// NPUGraph.cpp - capture, replay and reset of NPU graphs over the runtime's stream capture, and the
+// private memory pools they allocate from.
+#include "csrc/core/NPUGraph.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+
+#include "csrc/core/NPUCachingAllocator.h"
+#include "csrc/core/NPUException.h"
+#include "csrc/core/NPUFunctions.h"
+#include "csrc/core/NPUGenerator.h"
+#include "csrc/core/NPUStream.h"
+
+namespace c10_npu {
+namespace {
+
+std::atomic<int> g_captures{0};
+std::atomic<uint64_t> g_next_pool{1};
+// The graph capturing on this thread (random launches mark it), or null.
+thread_local NPUGraph* t_capturing = nullptr;
+
+}  // namespace
+
+c10::MempoolId_t graphPoolHandle() { return {0, g_next_pool.fetch_add(1)}; }
+
+bool anyCaptureUnderway() { return g_captures.load(std::memory_order_relaxed) > 0; }
+
+bool currentStreamCapturing() {
+  if (!anyCaptureUnderway()) return false;
+  nrtCaptureStatus status = NRT_CAPTURE_STATUS_NONE;
+  NPU_CHECK(nrtStreamGetCaptureInfo(currentStreamHandle(current_device()), &status, nullptr));
+  return status != NRT_CAPTURE_STATUS_NONE;
+}
+
+void noteRandomLaunch() {
+  if (t_capturing != nullptr) t_capturing->uses_random_ = true;
+}
+
+NPUGraph::~NPUGraph() {
+  try {
+    if (capturing_) {
+      // Destroyed mid-capture (an exception unwound the capture): end it so the stream is usable.
+      nrtGraph_t dropped = nullptr;
+      if (nrtStreamEndCapture(capture_stream_, &dropped) == NRT_SUCCESS) nrtGraphDestroy(dropped);
+      NPUCachingAllocator::endAllocateToPool(device_, mempool_id_);
+      g_captures.fetch_sub(1, std::memory_order_relaxed);
+      if (t_capturing == this) t_capturing = nullptr;
+    }
+    reset();
+  } catch (...) {
+  }
+}
+
+void NPUGraph::captureBegin(c10::MempoolId_t pool, nrtCaptureMode mode) {
+  TORCH_CHECK(graph_ == nullptr && !capturing_,
+              "This NPUGraph instance already owns a captured graph (or is capturing). To capture a new graph, "
+              "create a new instance or call reset() first.");
+  TORCH_CHECK(t_capturing == nullptr, "another NPUGraph is already capturing on this thread; end it first");
+  const NPUStream stream = getCurrentNPUStream();
+  TORCH_CHECK(stream != getDefaultNPUStream(stream.device_index()),
+              "NPU graphs must be captured on a non-default stream (torch.npu.graph uses a side stream; with "
+              "capture_begin, enter `with torch.npu.stream(torch.npu.Stream()):` first). After capture, the graph "
+              "may replay on any stream, the default one included.");
+  TORCH_CHECK((pool.first == 0) || (pool.second == 0),
+              "pool must be None, another graph's pool() or a torch.npu.graph_pool_handle(); got (", pool.first, ", ",
+              pool.second, ")");
+  device_ = stream.device_index();
+  capture_stream_ = stream.handle();
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+  NPU_CHECK(nrtStreamBeginCapture(capture_stream_, mode));
+  nrtCaptureStatus status = NRT_CAPTURE_STATUS_NONE;
+  NPU_CHECK(nrtStreamGetCaptureInfo(capture_stream_, &status, &capture_id_));
+  // A pool of its own is named after the capture, as CUDA names private pools {capture id, 0}.
+  mempool_id_ = (pool.first != 0 || pool.second != 0) ? pool : c10::MempoolId_t{capture_id_, 0};
+  const uint64_t capture_id = capture_id_;
+  try {
+    // Allocations on streams recording into this capture (the capturing stream and those forked
+    // from it) come from the graph's pool.
+    NPUCachingAllocator::beginAllocateToPool(device_, mempool_id_, [capture_id](nrtStream_t s) {
+      nrtCaptureStatus st = NRT_CAPTURE_STATUS_NONE;
+      uint64_t id = 0;
+      return nrtStreamGetCaptureInfo(s, &st, &id) == NRT_SUCCESS && st != NRT_CAPTURE_STATUS_NONE &&
+             id == capture_id;
+    });
+  } catch (...) {
+    nrtGraph_t dropped = nullptr;
+    if (nrtStreamEndCapture(capture_stream_, &dropped) == NRT_SUCCESS) nrtGraphDestroy(dropped);
+    throw;
+  }
+  pool_held_ = true;
+  capturing_ = true;
+  uses_random_ = false;
+  t_capturing = this;
+  g_captures.fetch_add(1, std::memory_order_relaxed);
+}
+
+void NPUGraph::captureEnd() {
+  TORCH_CHECK(capturing_, "NPUGraph::capture_end() called without a preceding capture_begin()");
+  const NPUStream stream = getCurrentNPUStream(device_);
+  TORCH_CHECK(stream.handle() == capture_stream_,
+              "capture_end() must be called on the stream capture_begin() was called on (the capture's current "
+              "stream); the current stream changed in between");
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+  NPUCachingAllocator::endAllocateToPool(device_, mempool_id_);
+  capturing_ = false;
+  t_capturing = nullptr;
+  g_captures.fetch_sub(1, std::memory_order_relaxed);
+  const nrtError_t error = nrtStreamEndCapture(capture_stream_, &graph_);
+  if (error != NRT_SUCCESS) {
+    const std::string message = nrtGetRecentErrMsg();
+    graph_ = nullptr;
+    reset();  // gives the pool back
+    TORCH_CHECK(false, "NPU graph capture failed: ", message);
+  }
+}
+
+void NPUGraph::replay() {
+  TORCH_CHECK(graph_ != nullptr, "NPUGraph::replay() called without a preceding successful capture");
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+  // Random ops draw from the device's generator once per replay (so that manual_seed makes replays
+  // reproducible), never 0 (which would mean: replay the captured seeds).
+  uint64_t seed = 0;
+  if (uses_random_) {
+    seed = launchSeedFor(std::nullopt, device_);
+    if (seed == 0) seed = 1;
+  }
+  NPU_CHECK(nrtGraphLaunch(graph_, currentStreamHandle(device_), seed));
+}
+
+void NPUGraph::reset() {
+  if (graph_ != nullptr) {
+    nrtGraphDestroy(graph_);
+    graph_ = nullptr;
+  }
+  if (pool_held_) {
+    NPUCachingAllocator::releasePool(device_, mempool_id_);
+    pool_held_ = false;
+  }
+}
+
+c10::MempoolId_t NPUGraph::pool() const {
+  TORCH_CHECK(graph_ != nullptr || capturing_,
+              "Called NPUGraph::pool() without a preceding successful capture_begin()");
+  return mempool_id_;
+}
+
+void NPUGraph::debugDump(const std::string& path) const {
+  TORCH_CHECK(graph_ != nullptr, "NPUGraph::debug_dump() called without a captured graph");
+  NPU_CHECK(nrtGraphDebugDump(graph_, path.c_str()));
+}
+
+size_t NPUGraph::taskCount() const {
+  if (graph_ == nullptr) return 0;
+  size_t count = 0;
+  NPU_CHECK(nrtGraphGetNodeCount(graph_, &count));
+  return count;
+}
+
+}  // namespace c10_npu

@@ -1,0 +1,322 @@
+"""NPU graphs: torch.npu.NPUGraph capture and replay against the same work on the CPU, side streams,
+memory pools, random numbers, make_graphed_callables, forbidden calls and their recovery, dumps."""
+
+import gc
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_npu  # noqa: F401
+
+
+def capture(fn, pool=None, mode="global"):
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g, pool=pool, capture_error_mode=mode):
+        out = fn()
+    return g, out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_replay_recomputes_named_and_generic_ops_on_new_inputs(dtype):
+    x = torch.randn(8, 16).to(dtype).npu()
+    w = torch.randn(16, 16).to(dtype).npu()
+
+    def body(a, b):
+        # matmul / add / relu / softmax are named device ops; cumsum and erfinv run through the
+        # generic executor.
+        h = torch.relu(a @ b + 1)
+        return F.softmax(h.float(), dim=-1).to(dtype), torch.cumsum(h, 0), torch.erfinv(torch.tanh(a.float()) * 0.5)
+
+    g, outs = capture(lambda: body(x, w))
+    for _ in range(3):
+        xc, wc = torch.randn(8, 16).to(dtype), torch.randn(16, 16).to(dtype)
+        x.copy_(xc.npu())
+        w.copy_(wc.npu())
+        g.replay()
+        refs = body(xc, wc)
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        for out, ref in zip(outs, refs):
+            torch.testing.assert_close(out.cpu().float(), ref.float(), rtol=tol, atol=tol)
+
+
+def test_captured_work_does_not_run_until_replay_and_integer_ops_replay():
+    counter = torch.zeros(4, dtype=torch.int64, device="npu")
+    g, _ = capture(lambda: counter.add_(torch.arange(4, device="npu")))
+    assert counter.cpu().tolist() == [0, 0, 0, 0]
+    for _ in range(5):
+        g.replay()
+    assert counter.cpu().tolist() == [0, 5, 10, 15]
+    assert g._task_count() >= 2
+
+
+def test_side_stream_fork_and_join_replays_both_branches():
+    x = torch.ones(4, 4, device="npu")
+    side = torch.npu.Stream()
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        main = torch.npu.current_stream()
+        a = x + x
+        side.wait_stream(main)
+        with torch.npu.stream(side):
+            b = x / x
+            b = b + x
+        main.wait_stream(side)
+        c = a * b
+    for value in (2.0, -3.0):
+        x.fill_(value)
+        g.replay()
+        torch.testing.assert_close(c.cpu(), (torch.full((4, 4), value) * 2) * (1 + torch.full((4, 4), value)))
+
+
+def test_unjoined_side_stream_fails_the_capture_with_a_fix():
+    x = torch.ones(4, device="npu")
+    side = torch.npu.Stream()
+    g = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="not joined back"):
+        with torch.npu.graph(g):
+            side.wait_stream(torch.npu.current_stream())
+            with torch.npu.stream(side):
+                x.add_(1)
+    assert (x + 1).cpu().tolist() == [2.0] * 4  # the device works on
+
+
+def test_graph_memory_is_private_survives_empty_cache_and_is_shared_by_pool():
+    x = torch.randn(256, 256, device="npu")
+
+    def body():
+        t = x * 2  # a temporary freed inside the capture
+        return (t + 1).sum(0)
+
+    g1, y1 = capture(body)
+    torch.npu.empty_cache()
+    pool = g1.pool()
+    in_pool = [s for s in torch.npu.memory._snapshot()["segments"] if tuple(s["segment_pool_id"]) == tuple(pool)]
+    assert in_pool, "the graph's segments carry its pool id"
+    lo = min(s["address"] for s in in_pool)
+    hi = max(s["address"] + s["total_size"] for s in in_pool)
+    # Eager allocations never land in a live graph pool (a replay would overwrite them).
+    eager = [torch.empty(256, 256, device="npu") for _ in range(4)]
+    assert all(not (lo <= e.data_ptr() < hi) for e in eager)
+    g1.replay()
+    torch.testing.assert_close(y1.cpu(), (x.cpu() * 2 + 1).sum(0))
+    # A second graph sharing the pool.
+    g2, y2 = capture(lambda: (x - 1).sum(1), pool=pool)
+    assert tuple(g2.pool()) == tuple(pool)
+    g2.replay()
+    torch.testing.assert_close(y2.cpu(), (x.cpu() - 1).sum(1))
+    handle = torch.npu.graph_pool_handle()
+    g3, y3 = capture(lambda: x.neg(), pool=handle)
+    assert tuple(g3.pool()) == tuple(handle)
+    g3.replay()
+    torch.testing.assert_close(y3.cpu(), -x.cpu())
+
+
+def test_replays_draw_fresh_random_numbers_and_manual_seed_reproduces_them():
+    g, (u, n, d) = capture(lambda: (torch.rand(1000, device="npu"), torch.randn(1000, device="npu"),
+                                    F.dropout(torch.ones(1000, device="npu"), 0.5)))
+    draws = []
+    for _ in range(3):
+        g.replay()
+        draws.append((u.cpu().clone(), n.cpu().clone(), d.cpu().clone()))
+    assert not torch.equal(draws[0][0], draws[1][0]) and not torch.equal(draws[1][0], draws[2][0])
+    assert not torch.equal(draws[0][1], draws[1][1])
+    assert not torch.equal(draws[0][2], draws[1][2])
+    for uu, nn, dd in draws:
+        assert 0 <= uu.min() and uu.max() < 1 and abs(uu.mean() - 0.5) < 0.05
+        assert abs(nn.mean()) < 0.15 and abs(nn.std() - 1) < 0.15
+        assert set(dd.unique().tolist()) <= {0.0, 2.0} and abs((dd == 0).float().mean() - 0.5) < 0.07
+    torch.manual_seed(123)
+    g.replay()
+    first = u.cpu().clone()
+    torch.manual_seed(123)
+    g.replay()
+    assert torch.equal(first, u.cpu())
+
+
+def test_make_graphed_callables_matches_eager_training_on_cpu():
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))
+    npu_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 3)).npu()
+    npu_model.load_state_dict({k: v.npu() for k, v in cpu_model.state_dict().items()})
+    opt_cpu = torch.optim.SGD(cpu_model.parameters(), lr=0.1)
+    opt_npu = torch.optim.SGD(npu_model.parameters(), lr=0.1)
+    graphed = torch.npu.make_graphed_callables(npu_model, (torch.randn(4, 8, device="npu", requires_grad=True),))
+    for _ in range(4):
+        x = torch.randn(4, 8)
+        target = torch.randn(4, 3)
+        for model, opt, xin, t in ((cpu_model, opt_cpu, x, target), (graphed, opt_npu, x.npu(), target.npu())):
+            opt.zero_grad(set_to_none=True)
+            loss = F.mse_loss(model(xin.requires_grad_()), t)
+            loss.backward()
+            opt.step()
+    for (name, p_cpu), p_npu in zip(cpu_model.named_parameters(), npu_model.parameters()):
+        torch.testing.assert_close(p_npu.detach().cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_make_graphed_callables_several_functions_and_unused_inputs():
+    w = torch.randn(4, 4, device="npu", requires_grad=True)
+
+    def f1(a, unused):
+        return (a @ w).tanh()
+
+    def f2(b):
+        return b.sigmoid() * 2
+
+    a = torch.randn(3, 4, device="npu", requires_grad=True)
+    unused = torch.randn(3, 4, device="npu", requires_grad=True)
+    g1, g2 = torch.npu.make_graphed_callables((f1, f2), ((a, unused), (torch.randn(3, 4, device="npu",
+                                                                                   requires_grad=True),)),
+                                               allow_unused_input=True)
+    a_new = torch.randn(3, 4)
+    a_in = a_new.npu().requires_grad_()
+    out = g2(g1(a_in, unused))
+    out.sum().backward()
+    ref_a = a_new.clone().requires_grad_()
+    w_cpu = w.detach().cpu().requires_grad_()
+    ref = ((ref_a @ w_cpu).tanh().sigmoid() * 2)
+    ref.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a_in.grad.cpu(), ref_a.grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("call", ["item", "cpu", "print", "synchronize", "tensor"])
+def test_forbidden_calls_raise_clearly_and_the_device_recovers(call, capsys):
+    x = torch.randn(8, device="npu")
+    g = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="capturing|capture") as info:
+        with torch.npu.graph(g):
+            y = x + 1
+            if call == "item":
+                y.sum().item()
+            elif call == "cpu":
+                y.cpu()
+            elif call == "print":
+                print(y)
+            elif call == "synchronize":
+                torch.npu.synchronize()
+            else:
+                torch.tensor([1.0, 2.0], device="npu")
+    assert "capture" in str(info.value)
+    assert not torch.npu.is_current_stream_capturing()
+    with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+        g.replay()
+    torch.testing.assert_close((x * 3).cpu(), x.cpu() * 3)
+    g2, y2 = capture(lambda: x * 4)  # and capturing works again
+    g2.replay()
+    torch.testing.assert_close(y2.cpu(), x.cpu() * 4)
+
+
+def test_capture_modes_decide_which_synchronising_calls_are_refused():
+    x = torch.randn(8, device="npu")
+    other = torch.npu.Stream()
+    g, y = capture(lambda: (other.synchronize(), x + 1)[1], mode="relaxed")
+    g.replay()
+    torch.testing.assert_close(y.cpu(), x.cpu() + 1)
+    with pytest.raises(RuntimeError, match="global"):
+        capture(lambda: other.synchronize(), mode="global")
+    with pytest.raises(ValueError, match="capture_error_mode"):
+        capture(lambda: x + 1, mode="strict")
+
+
+def test_misuse_is_reported():
+    g = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="non-default stream"):
+        g.capture_begin()
+    with pytest.raises(RuntimeError, match="without a preceding"):
+        g.replay()
+    with pytest.raises(RuntimeError, match="without a preceding"):
+        g.pool()
+    with pytest.raises(TypeError, match="NPUGraph"):
+        torch.npu.graph(object())
+    g2, _ = capture(lambda: torch.ones(2, device="npu") + 1)
+    with pytest.raises(RuntimeError, match="already owns"):
+        with torch.npu.graph(g2):
+            pass
+    g2.reset()
+    g3, y = capture(lambda: torch.ones(2, device="npu") + 2)
+    g3.replay()
+    assert y.cpu().tolist() == [3.0, 3.0]
+
+
+def test_is_current_stream_capturing_and_body_exceptions_propagate():
+    assert not torch.npu.is_current_stream_capturing()
+    seen = []
+    g = torch.npu.NPUGraph()
+    with pytest.raises(KeyError):
+        with torch.npu.graph(g):
+            seen.append(torch.npu.is_current_stream_capturing())
+            raise KeyError("from the body")
+    assert seen == [True]
+    assert not torch.npu.is_current_stream_capturing()
+
+
+def test_debug_dump_names_the_captured_ops(tmp_path):
+    x = torch.randn(4, 4, device="npu")
+    g, _ = capture(lambda: torch.relu(x @ x + 1))
+    path = tmp_path / "graph.txt"
+    g.debug_dump(str(path))
+    text = path.read_text()
+    assert "aclnnMm" in text or "aclnnMatmul" in text, text
+    assert text.index("aclnnRelu") > text.index("aclnnAdd"), text
+
+
+def test_mem_pool_routes_this_threads_allocations():
+    pool = torch.npu.MemPool()
+    assert pool.use_count() == 1
+    with torch.npu.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        t = torch.empty(4096, device="npu")
+    assert pool.use_count() == 1
+    segments = torch.npu.memory._snapshot()["segments"]
+    mine = [s for s in segments if tuple(s["segment_pool_id"]) == tuple(pool.id)]
+    assert any(s["address"] <= t.data_ptr() < s["address"] + s["total_size"] for s in mine)
+    outside = torch.empty(4096, device="npu")
+    assert not any(s["address"] <= outside.data_ptr() < s["address"] + s["total_size"] for s in mine)
+    with pytest.raises(ValueError, match="allocator"):
+        torch.npu.MemPool(allocator=object())
+    with pytest.raises(TypeError):
+        torch.npu.use_mem_pool(object())
+
+
+def test_reset_cycles_do_not_grow_reserved_memory():
+    x = torch.randn(64, 64, device="npu")
+    gc.collect()
+    torch.npu.empty_cache()
+
+    def cycle():
+        g, y = capture(lambda: torch.relu(x @ x) + 1)
+        g.replay()
+        g.reset()
+        del y
+
+    for _ in range(5):
+        cycle()
+    torch.npu.empty_cache()
+    base = torch.npu.memory_reserved()
+    for _ in range(100):
+        cycle()
+    torch.npu.empty_cache()
+    assert torch.npu.memory_reserved() <= base
+
+
+def test_faults_and_the_watchdog_see_replayed_ops(run_python):
+    proc = run_python(
+        """
+        import torch, torch_npu
+        x = torch.ones(8, device="npu")
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g):
+            y = x.exp() * 2
+        try:
+            g.replay()
+            torch.npu.synchronize()
+            print("NO FAILURE")
+        except RuntimeError as e:
+            print("FAILED:", e)
+        """,
+        env={"NPU_SIM_FAULT": "task_fail:op=aclnnExp"},
+        check=False,
+    )
+    assert "FAILED:" in proc.stdout, proc.stdout + proc.stderr
+    assert "aclnnExp" in proc.stdout and "graph" in proc.stdout, proc.stdout
