@@ -15,6 +15,7 @@ TITLES = {
     "distributed": "8. Distributed (hccl)",
     "profiling": "9. Profiling overhead",
     "long_runs": "10. Long runs (leaks)",
+    "graphs": "11. NPU graphs (capture and replay)",
 }
 
 

@@ -17,7 +17,7 @@ import sys
 import time
 import warnings
 
-SECTIONS = ("demo", "small_ops", "kernels", "attention", "copies", "training", "allocator", "distributed", "profiling", "long_runs")
+SECTIONS = ("demo", "small_ops", "kernels", "attention", "copies", "training", "allocator", "distributed", "profiling", "long_runs", "graphs")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -8,10 +8,11 @@ import sys
 
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "run.py")
 SECTIONS = ("demo", "small_ops", "kernels", "attention", "copies", "training", "allocator", "distributed",
-            "profiling", "long_runs")
+            "profiling", "long_runs", "graphs")
 TITLES = ("The demo's model (make demo)", "Small-op host cost", "Large kernels",
           "Fused attention (npu_fusion_attention vs CPU flash attention)", "Copies", "Training", "Allocator",
-          "Distributed (hccl)", "Profiling overhead", "Long runs (leaks)")
+          "Distributed (hccl)", "Profiling overhead", "Long runs (leaks)",
+          "NPU graphs (capture and replay)")
 
 
 def _run(out_dir, *extra):

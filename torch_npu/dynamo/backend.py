@@ -153,8 +153,14 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = 
     try:
         decompositions = npu_decompositions(decompositions)
         patches = inductor_patches(mode, options, source_key=source_key(gm))
-        return compile_fx(gm, example_inputs, config_patches=patches,
-                          decompositions=decompositions)
+        compiled = compile_fx(gm, example_inputs, config_patches=patches,
+                              decompositions=decompositions)
+        if mode == "reduce-overhead" or (options or {}).get("triton.cudagraphs"):
+            # Inductor's CUDA-graph trees serve CUDA only: npu replays through NPU graphs instead.
+            from torch_npu.dynamo.npugraphs import NPUGraphCallable
+
+            return NPUGraphCallable(compiled)
+        return compiled
     finally:
         compile_stats.graphs += 1
         compile_stats.seconds += time.perf_counter() - start
