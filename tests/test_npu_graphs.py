@@ -320,3 +320,77 @@ def test_faults_and_the_watchdog_see_replayed_ops(run_python):
     )
     assert "FAILED:" in proc.stdout, proc.stdout + proc.stderr
     assert "aclnnExp" in proc.stdout and "graph" in proc.stdout, proc.stdout
+
+
+def test_task_groups_update_captured_work_through_an_external_event():
+    x = torch.ones(4, device="npu")
+    g = torch.npu.NPUGraph()
+    event = torch.npu.ExternalEvent()
+    update_stream = torch.npu.Stream()
+    with torch.npu.graph(g):
+        stream = torch.npu.current_stream()
+        event.wait(stream)
+        event.reset(stream)
+        torch.npu.graph_task_group_begin(stream)
+        y = x * 2
+        handle = torch.npu.graph_task_group_end(stream)
+        z = y + 1
+    event.record(update_stream)
+    g.replay()
+    assert z.cpu().tolist() == [3.0] * 4
+    assert not event.query(), "the replay reset the flag"
+    with torch.npu.stream(update_stream):
+        torch.npu.graph_task_update_begin(update_stream, handle)
+        torch.mul(x, 5, out=y)
+        torch.npu.graph_task_update_end(update_stream)
+        event.record(update_stream)
+    g.replay()
+    assert z.cpu().tolist() == [6.0] * 4
+    with pytest.raises(RuntimeError, match="not capturing"):
+        torch.npu.graph_task_group_begin(torch.npu.current_stream())
+
+
+def test_update_gives_recorded_attention_ops_new_sequence_lengths():
+    q = torch.randn(1, 4, 1, 32, dtype=torch.float16, device="npu")
+    k = torch.randn(1, 4, 128, 32, dtype=torch.float16, device="npu")
+    v = torch.randn(1, 4, 128, 32, dtype=torch.float16, device="npu")
+
+    def attention(lengths, device="npu"):
+        import torch_npu
+        return torch_npu.npu_fused_infer_attention_score(
+            q.to(device), k.to(device), v.to(device), num_heads=4, input_layout="BNSD", scale=0.1,
+            actual_seq_lengths_kv=lengths)[0]
+
+    def reference(length):  # attention over the first `length` keys, on the CPU
+        qc, kc, vc = (t.cpu().float() for t in (q, k, v))
+        scores = (qc @ kc[:, :, :length].transpose(-1, -2)) * 0.1
+        return torch.softmax(scores, -1) @ vc[:, :, :length]
+
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g, auto_dispatch_capture=True):
+        out = attention([29])
+    assert len(g.graph_dispatch_mode.records) == 1
+    g.replay()
+    torch.testing.assert_close(out.cpu().float(), reference(29), rtol=2e-2, atol=2e-3)
+    g.update(cpu_update_input=[{"actual_seq_lengths_kv": [100]}])
+    for _ in range(2):
+        g.replay()
+        torch.testing.assert_close(out.cpu().float(), reference(100), rtol=2e-2, atol=2e-3)
+    with pytest.raises(ValueError, match="entries"):
+        g.update([{"actual_seq_lengths_kv": [5]}, {"actual_seq_lengths_kv": [6]}])
+    other = torch.npu.NPUGraph()
+    assert other.graph_dispatch_mode.update_stream == g.graph_dispatch_mode.update_stream
+    with pytest.raises(RuntimeError, match="no op with a graph handler"):
+        other.update([{}])
+
+
+def test_graph_handlers_register_user_ops():
+    @torch.npu.register_npu_graph_handler(["my_graph_op.default"])
+    class MyHandler(torch.npu.NpuGraphOpHandler):
+        UPDATE_SPECS = {"my_graph_op.default": [("arg", 1, "scale")]}
+
+    from torch_npu.npu.graph_handlers import _NPU_GRAPH_OP_HANDLERS
+    assert _NPU_GRAPH_OP_HANDLERS["my_graph_op.default"] is MyHandler
+    with pytest.raises(TypeError):
+        torch.npu.register_npu_graph_handler("x")(object)
+    del _NPU_GRAPH_OP_HANDLERS["my_graph_op.default"]

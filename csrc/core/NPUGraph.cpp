@@ -34,6 +34,11 @@ bool currentStreamCapturing() {
   return status != NRT_CAPTURE_STATUS_NONE;
 }
 
+std::optional<std::pair<c10::DeviceIndex, c10::MempoolId_t>> capturingPool() {
+  if (t_capturing == nullptr) return std::nullopt;
+  return std::make_pair(t_capturing->device_, t_capturing->mempool_id_);
+}
+
 void noteRandomLaunch() {
   if (t_capturing != nullptr) t_capturing->uses_random_ = true;
 }

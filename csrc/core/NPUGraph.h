@@ -5,7 +5,9 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include <npu/graph.h>
 
@@ -18,6 +20,8 @@ c10::MempoolId_t graphPoolHandle();
 bool anyCaptureUnderway();
 // torch.npu.is_current_stream_capturing().
 bool currentStreamCapturing();
+// The pool of the graph capturing on this thread (task groups update into it), if any.
+std::optional<std::pair<c10::DeviceIndex, c10::MempoolId_t>> capturingPool();
 // Called by random ops at launch: the graph capturing on this thread draws a replay seed per replay.
 void noteRandomLaunch();
 
@@ -52,6 +56,7 @@ class NPUGraph {
   uint64_t capture_id_ = 0;
 
   friend void noteRandomLaunch();
+  friend std::optional<std::pair<c10::DeviceIndex, c10::MempoolId_t>> capturingPool();
 };
 
 }  // namespace c10_npu

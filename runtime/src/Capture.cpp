@@ -44,6 +44,29 @@ void ReleaseNodes(std::vector<GraphNode>& nodes) {
   }
 }
 
+int TaskGroup::Run() const {
+  std::shared_ptr<Tasks> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks = tasks_;  // an update during this run takes effect from the next replay
+  }
+  for (const GraphNode& node : tasks->nodes) {
+    if (const int code = node.run()) return code;  // its message (nrtSetTaskErrMsg) stays set
+  }
+  return 0;
+}
+
+void TaskGroup::Swap(std::vector<GraphNode> nodes) {
+  auto fresh = std::make_shared<Tasks>(std::move(nodes));
+  std::lock_guard<std::mutex> lock(mu_);
+  tasks_.swap(fresh);  // the old tasks are released once no replay runs them
+}
+
+size_t TaskGroup::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tasks_->nodes.size();
+}
+
 Capture::Capture(uint64_t id, nrtCaptureMode mode, const std::shared_ptr<Stream>& origin)
     : id_(id), mode_(mode), thread_(std::this_thread::get_id()), origin_(origin->id()), device_(origin->device()) {
   members_[origin_] = Member{origin, 0};
@@ -140,6 +163,38 @@ nrtError_t Capture::End(std::vector<GraphNode>* nodes) {
                        "before the capture ended; record an event on each such stream and make the capturing "
                        "stream wait for it (torch.npu.current_stream().wait_stream(side_stream))");
   }
+  return NRT_SUCCESS;
+}
+
+nrtError_t Capture::BeginGroup(Stream& stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (group_begin_.count(stream.id()) != 0) {
+    return NPU_RT_FAIL(NRT_ERROR_CAPTURE_UNSUPPORTED, "nrtStreamBeginTaskGroup: ", stream.name(),
+                       " already has an open task group in capture #", id_, "; end it first");
+  }
+  group_begin_[stream.id()] = nodes_.size();
+  return NRT_SUCCESS;
+}
+
+nrtError_t Capture::EndGroup(Stream& stream, std::shared_ptr<TaskGroup>* group) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto open = group_begin_.find(stream.id());
+  if (open == group_begin_.end()) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamEndTaskGroup: ", stream.name(),
+                       " has no open task group (call nrtStreamBeginTaskGroup first)");
+  }
+  const size_t begin = open->second;
+  group_begin_.erase(open);
+  std::vector<GraphNode> tasks(std::make_move_iterator(nodes_.begin() + static_cast<std::ptrdiff_t>(begin)),
+                               std::make_move_iterator(nodes_.end()));
+  nodes_.resize(begin);
+  *group = std::make_shared<TaskGroup>(std::move(tasks));
+  GraphNode node;
+  node.run = [g = *group] { return g->Run(); };
+  node.name = "task group";
+  node.kind = "group";
+  node.stream_id = stream.id();
+  nodes_.push_back(std::move(node));
   return NRT_SUCCESS;
 }
 

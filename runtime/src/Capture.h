@@ -33,6 +33,25 @@ struct GraphNode {
 // Releases each node's data exactly once.
 void ReleaseNodes(std::vector<GraphNode>& nodes);
 
+// A task group's current tasks (nrtStreamBeginTaskGroup): the graph holds one node that runs them,
+// and an update swaps them for new ones while replays keep the set they started with.
+class TaskGroup {
+ public:
+  explicit TaskGroup(std::vector<GraphNode> nodes) : tasks_(std::make_shared<Tasks>(std::move(nodes))) {}
+  int Run() const;
+  void Swap(std::vector<GraphNode> nodes);
+  size_t size() const;
+
+ private:
+  struct Tasks {
+    explicit Tasks(std::vector<GraphNode> n) : nodes(std::move(n)) {}
+    ~Tasks() { ReleaseNodes(nodes); }
+    std::vector<GraphNode> nodes;
+  };
+  mutable std::mutex mu_;
+  std::shared_ptr<Tasks> tasks_;
+};
+
 // A capture in progress, shared by the streams recording into it.
 class Capture {
  public:
@@ -60,6 +79,11 @@ class Capture {
   // nrtStreamEndCapture). Called once, by the origin stream's end.
   nrtError_t End(std::vector<GraphNode>* nodes);
   bool ended() const;
+  // Task groups: the tasks recorded from `stream` after BeginGroup become one group node at EndGroup.
+  nrtError_t BeginGroup(Stream& stream);
+  nrtError_t EndGroup(Stream& stream, std::shared_ptr<TaskGroup>* group);
+  // An update capture (nrtStreamBeginTaskUpdate) records the new tasks of this group.
+  std::shared_ptr<TaskGroup> update_target;
 
  private:
   struct Member {
@@ -78,6 +102,7 @@ class Capture {
   std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint64_t>> seen_;
   std::optional<std::string> invalid_;
   bool ended_ = false;
+  std::unordered_map<uint64_t, size_t> group_begin_;  // stream id -> index of its open group's first task
 };
 
 // The checks synchronising calls make (nrtCaptureMode): NRT_SUCCESS, or the refusal (which also
@@ -111,6 +136,12 @@ std::optional<nrtError_t> RecordLaunch(Stream& stream, GraphNode&& node);
 // lasts; a stream waiting for one joins the capture (or, capturing another, is refused).
 nrtError_t CheckCapturedEvent(const char* call, nrtEvent_t event, const EventRecord& record);
 nrtError_t JoinCapture(const std::shared_ptr<Stream>& waiter, nrtEvent_t event, const EventRecord& record);
+
+// External events' record, wait and reset (Event.cpp): queued, or recorded on a capturing stream.
+class ExternalFlag;
+nrtError_t ExternalRecord(Stream& stream, const std::shared_ptr<ExternalFlag>& flag);
+nrtError_t ExternalWait(Stream& stream, const std::shared_ptr<ExternalFlag>& flag);
+nrtError_t ExternalReset(Stream& stream, const std::shared_ptr<ExternalFlag>& flag);
 
 // The replay seed of the replay running on this thread (nrtGraphReplaySeed); 0 outside replays.
 extern thread_local uint64_t t_replay_seed;

@@ -2,6 +2,7 @@
 #include "Event.h"
 
 #include "Capture.h"
+#include "npu/graph.h"
 
 #include <utility>
 
@@ -47,10 +48,75 @@ void Event::set_latest(std::shared_ptr<EventRecord> record) {
   latest_ = std::move(record);
 }
 
-nrtEvent_t EventRegistry::Create() {
+nrtEvent_t EventRegistry::Create(bool external) {
   const uint64_t id = NextHandleId();
-  events_.Insert(id, std::make_shared<Event>());
+  events_.Insert(id, std::make_shared<Event>(external));
   return ToHandle<nrtEvent_t>(id);
+}
+
+void ExternalFlag::Set() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    set_ = true;
+  }
+  cv_.notify_all();
+}
+
+void ExternalFlag::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  set_ = false;
+}
+
+bool ExternalFlag::IsSet() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return set_;
+}
+
+bool ExternalFlag::WaitFor(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return set_; });
+}
+
+namespace {
+
+// Queues `op` on `stream`, or records it when the stream captures (external events' record, wait and
+// reset all belong in graphs).
+template <typename Op>
+nrtError_t LaunchEventOp(Stream& stream, Op op, const char* name) {
+  if (stream.capturing()) {
+    GraphNode node;
+    node.run = op;
+    node.name = name;
+    node.kind = "event";
+    if (auto recorded = RecordLaunch(stream, std::move(node))) return *recorded;
+  }
+  return stream.Enqueue(std::move(op), false, name);
+}
+
+}  // namespace
+
+nrtError_t ExternalRecord(Stream& stream, const std::shared_ptr<ExternalFlag>& flag) {
+  return LaunchEventOp(stream, [flag] {
+    flag->Set();
+    return 0;
+  }, "external event record");
+}
+
+nrtError_t ExternalWait(Stream& stream, const std::shared_ptr<ExternalFlag>& flag) {
+  Stream* waiter = &stream;  // runs the task, so outlives it
+  return LaunchEventOp(stream, [flag, waiter] {
+    while (!flag->WaitFor(std::chrono::milliseconds(50))) {
+      if (waiter->stopping()) return 0;  // the stream is being destroyed: stop waiting
+    }
+    return 0;
+  }, "external event wait");
+}
+
+nrtError_t ExternalReset(Stream& stream, const std::shared_ptr<ExternalFlag>& flag) {
+  return LaunchEventOp(stream, [flag] {
+    flag->Clear();
+    return 0;
+  }, "external event reset");
 }
 
 nrtError_t CheckCapturedEvent(const char* call, nrtEvent_t event, const EventRecord& record) {
@@ -116,6 +182,28 @@ nrtError_t nrtEventCreate(nrtEvent_t* event) {
   });
 }
 
+nrtError_t nrtEventCreateExternal(nrtEvent_t* event) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (event == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtEventCreateExternal: event is NULL");
+    *event = rt.events().Create(/*external=*/true);
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtEventResetAsync(nrtEvent_t event, nrtStream_t stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    EventPtr found_event;
+    StreamPtr found_stream;
+    if (nrtError_t error = rt.events().Resolve(event, &found_event)) return error;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found_stream)) return error;
+    if (!found_event->external) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtEventResetAsync: event #", npu::runtime::HandleId(event),
+                         " is not external (create it with nrtEventCreateExternal)");
+    }
+    return npu::runtime::ExternalReset(*found_stream, found_event->external);
+  });
+}
+
 nrtError_t nrtEventDestroy(nrtEvent_t event) {
   return npu::runtime::WithRuntime([&](Runtime& rt) { return rt.events().Destroy(event); });
 }
@@ -128,6 +216,7 @@ nrtError_t nrtEventRecord(nrtEvent_t event, nrtStream_t stream) {
     if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found_stream)) {
       return error;
     }
+    if (found_event->external) return npu::runtime::ExternalRecord(*found_stream, found_event->external);
     auto record = std::make_shared<EventRecord>(found_stream);
     if (found_stream->capturing()) {
       if (std::shared_ptr<npu::runtime::Capture> capture = found_stream->capture()) {
@@ -151,6 +240,11 @@ nrtError_t nrtEventSynchronize(nrtEvent_t event) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     EventPtr found;
     if (nrtError_t error = rt.events().Resolve(event, &found)) return error;
+    if (found->external) {
+      while (!found->external->WaitFor(std::chrono::milliseconds(50))) {
+      }
+      return NRT_SUCCESS;
+    }
     const std::shared_ptr<EventRecord> record = found->latest();
     if (!record) return NRT_SUCCESS;
     if (record->capture) return npu::runtime::CheckCapturedEvent("nrtEventSynchronize", event, *record);
@@ -174,6 +268,7 @@ nrtError_t nrtEventQuery(nrtEvent_t event) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     EventPtr found;
     if (nrtError_t error = rt.events().Resolve(event, &found)) return error;
+    if (found->external) return found->external->IsSet() ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
     const std::shared_ptr<EventRecord> record = found->latest();
     if (record && record->capture) return npu::runtime::CheckCapturedEvent("nrtEventQuery", event, *record);
     return !record || record->done() ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
@@ -217,6 +312,7 @@ nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event) {
       return error;
     }
     if (nrtError_t error = rt.events().Resolve(event, &found_event)) return error;
+    if (found_event->external) return npu::runtime::ExternalWait(*found_stream, found_event->external);
     std::shared_ptr<EventRecord> record = found_event->latest();
     if (record && record->capture && !record->capture->ended()) {
       return npu::runtime::JoinCapture(found_stream, event, *record);

@@ -42,8 +42,26 @@ class EventRecord {
   const std::weak_ptr<Stream> stream_;
 };
 
+// An external event's flag (nrtEventCreateExternal): set by records, cleared by resets, waited for.
+class ExternalFlag {
+ public:
+  void Set();
+  void Clear();
+  bool IsSet() const;
+  // Waits until set, or for `timeout` at most; true if set.
+  bool WaitFor(std::chrono::milliseconds timeout) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool set_ = false;
+};
+
 class Event {
  public:
+  explicit Event(bool external = false) : external(external ? std::make_shared<ExternalFlag>() : nullptr) {}
+  const std::shared_ptr<ExternalFlag> external;  // null for ordinary events
+
   std::shared_ptr<EventRecord> latest() const;  // null if never recorded
   void set_latest(std::shared_ptr<EventRecord> record);
 
@@ -54,7 +72,7 @@ class Event {
 
 class EventRegistry {
  public:
-  nrtEvent_t Create();
+  nrtEvent_t Create(bool external = false);
   nrtError_t Resolve(nrtEvent_t handle, std::shared_ptr<Event>* event) const;
   nrtError_t Destroy(nrtEvent_t handle);
 

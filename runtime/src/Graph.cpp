@@ -20,6 +20,10 @@ struct nrtGraphImpl {
   std::shared_ptr<npu::runtime::Graph> graph;
 };
 
+struct nrtTaskGroupImpl {
+  std::weak_ptr<npu::runtime::TaskGroup> group;  // lives with its graph
+};
+
 namespace npu::runtime {
 namespace {
 
@@ -36,6 +40,24 @@ nrtError_t ResolveGraph(const char* api, nrtGraph_t handle, std::shared_ptr<Grap
                        " is not a live graph (never created, or already destroyed)");
   }
   *graph = handle->graph;
+  return NRT_SUCCESS;
+}
+
+// Task group handles, kept for the process (a few per graph): a handle whose graph is gone is refused.
+std::mutex g_groups_mu;
+std::unordered_set<nrtTaskGroupImpl*>* g_groups = new std::unordered_set<nrtTaskGroupImpl*>;  // leaked
+
+nrtError_t ResolveGroup(const char* api, nrtTaskGroup_t handle, std::shared_ptr<TaskGroup>* group) {
+  std::lock_guard<std::mutex> lock(g_groups_mu);
+  if (handle == nullptr || g_groups->count(handle) == 0) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, api, ": task group ", static_cast<const void*>(handle),
+                       " was not returned by nrtStreamEndTaskGroup");
+  }
+  *group = handle->group.lock();
+  if (!*group) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_HANDLE, api, ": the graph of task group ", static_cast<const void*>(handle),
+                       " was destroyed (or its capture failed)");
+  }
   return NRT_SUCCESS;
 }
 
@@ -156,6 +178,83 @@ nrtError_t nrtGraphLaunch(nrtGraph_t graph, nrtStream_t stream, uint64_t replay_
       nrtSetTaskErrMsg(failure->c_str());
       return 1;
     }, false, "graph launch");
+  });
+}
+
+nrtError_t nrtStreamBeginTaskGroup(nrtStream_t stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    std::shared_ptr<Capture> capture = found->capture();
+    if (!capture || capture->update_target) {
+      return NPU_RT_FAIL(NRT_ERROR_CAPTURE_UNSUPPORTED, "nrtStreamBeginTaskGroup: ", found->name(),
+                         " is not capturing; task groups are recorded inside a capture");
+    }
+    return capture->BeginGroup(*found);
+  });
+}
+
+nrtError_t nrtStreamEndTaskGroup(nrtStream_t stream, nrtTaskGroup_t* group) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (group == nullptr) return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamEndTaskGroup: group is NULL");
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    std::shared_ptr<Capture> capture = found->capture();
+    if (!capture || capture->update_target) {
+      return NPU_RT_FAIL(NRT_ERROR_CAPTURE_UNSUPPORTED, "nrtStreamEndTaskGroup: ", found->name(), " is not capturing");
+    }
+    std::shared_ptr<npu::runtime::TaskGroup> recorded;
+    if (nrtError_t error = capture->EndGroup(*found, &recorded)) return error;
+    auto handle = std::make_unique<nrtTaskGroupImpl>(nrtTaskGroupImpl{recorded});
+    std::lock_guard<std::mutex> lock(npu::runtime::g_groups_mu);
+    npu::runtime::g_groups->insert(handle.get());
+    *group = handle.release();
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtStreamBeginTaskUpdate(nrtStream_t stream, nrtTaskGroup_t group) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    std::shared_ptr<npu::runtime::TaskGroup> target;
+    if (nrtError_t error = npu::runtime::ResolveGroup("nrtStreamBeginTaskUpdate", group, &target)) return error;
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    if (found->capturing()) {
+      return NPU_RT_FAIL(NRT_ERROR_CAPTURE_UNSUPPORTED, "nrtStreamBeginTaskUpdate: ", found->name(),
+                         " is capturing (or already recording an update); update from a stream of its own");
+    }
+    if (found->is_default()) {
+      return NPU_RT_FAIL(NRT_ERROR_CAPTURE_UNSUPPORTED, "nrtStreamBeginTaskUpdate: ", found->name(),
+                         " is the default stream; record updates on a stream of your own");
+    }
+    // Recorded like a relaxed capture: other threads' synchronising calls are not affected.
+    auto capture = std::make_shared<Capture>(npu::runtime::g_next_capture_id.fetch_add(1), NRT_CAPTURE_MODE_RELAXED,
+                                             found);
+    capture->update_target = std::move(target);
+    npu::runtime::CaptureStarted(capture);
+    found->SetCapture(capture);
+    return NRT_SUCCESS;
+  });
+}
+
+nrtError_t nrtStreamEndTaskUpdate(nrtStream_t stream) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    StreamPtr found;
+    if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
+    std::shared_ptr<Capture> capture = found->capture();
+    if (!capture || !capture->update_target) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtStreamEndTaskUpdate: ", found->name(),
+                         " is not recording a task update (call nrtStreamBeginTaskUpdate first)");
+    }
+    std::vector<GraphNode> nodes;
+    if (nrtError_t error = capture->End(&nodes)) return error;
+    auto fresh = std::make_shared<std::vector<GraphNode>>(std::move(nodes));
+    // In stream order: replays ordered after this point (by an event) run the new tasks.
+    return found->Enqueue([group = capture->update_target, fresh] {
+      group->Swap(std::move(*fresh));
+      fresh->clear();
+      return 0;
+    }, false, "task group update");
   });
 }
 

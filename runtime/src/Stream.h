@@ -131,6 +131,7 @@ class Stream {
   std::optional<std::string> TakeError();
   // Rejects new work, lets the queue drain, joins the worker. Idempotent.
   void Shutdown();
+  bool stopping() const { return stopping_.load(std::memory_order_relaxed); }
 
   // Stream capture (Capture.h): launches check capturing() (one relaxed load) and, when set, record
   // into capture() instead of queuing.

@@ -1,6 +1,7 @@
 // GraphTest.cpp - stream capture and graph replay: recording, replays, owned data, forbidden calls
 // per capture mode, fork and join through events, copies, kernels, failures and the replay seed.
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -352,6 +353,76 @@ TEST_F(GraphTest, DebugDumpListsTheTasks) {
   EXPECT_EQ(nrtGraphDebugDump(graph, ""), NRT_ERROR_INVALID_VALUE);
   NRT_ASSERT_OK(nrtGraphDestroy(graph));
   std::remove(path.c_str());
+}
+
+TEST_F(GraphTest, TaskGroupsAreReplacedByUpdatesInStreamOrder) {
+  std::vector<int> seen;
+  nrtTaskGroup_t group = nullptr;
+  nrtGraph_t graph = Capture([&] {
+    NRT_ASSERT_OK(LaunchOwned(stream_, [&] { seen.push_back(0); return 0; }, nullptr));
+    NRT_ASSERT_OK(nrtStreamBeginTaskGroup(stream_));
+    NRT_ASSERT_OK(LaunchOwned(stream_, [&] { seen.push_back(1); return 0; }, nullptr));
+    NRT_ASSERT_OK(LaunchOwned(stream_, [&] { seen.push_back(2); return 0; }, nullptr));
+    NRT_ASSERT_OK(nrtStreamEndTaskGroup(stream_, &group));
+    NRT_ASSERT_OK(LaunchOwned(stream_, [&] { seen.push_back(9); return 0; }, nullptr));
+  });
+  ASSERT_NE(group, nullptr);
+  size_t count = 0;
+  NRT_ASSERT_OK(nrtGraphGetNodeCount(graph, &count));
+  EXPECT_EQ(count, 3u) << "a group is one task of its graph";
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 9}));
+
+  // The update records on its own stream (nothing runs), then swaps in stream order.
+  std::atomic<int> released{0};
+  NRT_ASSERT_OK(nrtStreamBeginTaskUpdate(side_, group));
+  NRT_ASSERT_OK(LaunchOwned(side_, [&] { seen.push_back(5); return 0; }, &released));
+  NRT_ASSERT_OK(nrtStreamEndTaskUpdate(side_));
+  NRT_ASSERT_OK(nrtStreamSynchronize(side_));
+  seen.clear();
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
+  EXPECT_EQ(seen, (std::vector<int>{0, 5, 9}));
+  EXPECT_EQ(released.load(), 0);
+  NRT_ASSERT_OK(nrtGraphDestroy(graph));
+  EXPECT_EQ(released.load(), 1) << "the group's tasks go with the graph";
+  EXPECT_EQ(nrtStreamBeginTaskUpdate(side_, group), NRT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(nrtStreamBeginTaskGroup(stream_), NRT_ERROR_CAPTURE_UNSUPPORTED) << "groups live in captures";
+  nrtTaskGroup_t none = nullptr;
+  EXPECT_EQ(nrtStreamEndTaskUpdate(side_), NRT_ERROR_INVALID_VALUE);
+  EXPECT_EQ(nrtStreamEndTaskGroup(stream_, &none), NRT_ERROR_CAPTURE_UNSUPPORTED);
+}
+
+TEST_F(GraphTest, ExternalEventsAreFlagsThatCapturedWaitsBlockOn) {
+  nrtEvent_t flag = nullptr;
+  NRT_ASSERT_OK(nrtEventCreateExternal(&flag));
+  EXPECT_EQ(nrtEventQuery(flag), NRT_ERROR_NOT_READY);
+  std::atomic<int> runs{0};
+  nrtGraph_t graph = Capture([&] {
+    NRT_ASSERT_OK(nrtStreamWaitEvent(stream_, flag));
+    NRT_ASSERT_OK(nrtEventResetAsync(flag, stream_));
+    NRT_ASSERT_OK(LaunchOwned(stream_, [&] { return runs.fetch_add(1), 0; }, nullptr));
+  });
+  ASSERT_NE(graph, nullptr);
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(runs.load(), 0) << "the replay waits for the flag";
+  EXPECT_EQ(nrtStreamQuery(stream_), NRT_ERROR_NOT_READY);
+  NRT_ASSERT_OK(nrtEventRecord(flag, side_));
+  NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(nrtEventQuery(flag), NRT_ERROR_NOT_READY) << "the replay reset it";
+  NRT_ASSERT_OK(nrtEventRecord(flag, side_));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
+  EXPECT_EQ(runs.load(), 2);
+  nrtEvent_t plain = nullptr;
+  NRT_ASSERT_OK(nrtEventCreate(&plain));
+  EXPECT_EQ(nrtEventResetAsync(plain, stream_), NRT_ERROR_INVALID_VALUE);
+  NRT_ASSERT_OK(nrtGraphDestroy(graph));
+  NRT_ASSERT_OK(nrtEventDestroy(flag));
+  NRT_ASSERT_OK(nrtEventDestroy(plain));
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ from torch_npu.npu.device import (
 )
 from torch_npu.npu.streams import (
     Event,
+    ExternalEvent,
     Stream,
     SyncLaunchStream,
     current_stream,
@@ -199,8 +200,14 @@ from torch_npu.npu.backends import (  # noqa: E402
 from torch_npu.npu import graphs  # noqa: E402
 from torch_npu.npu.graphs import (  # noqa: E402
     NPUGraph,
+    NpuGraphOpHandler,
     graph,
     graph_pool_handle,
+    graph_task_group_begin,
+    graph_task_group_end,
+    graph_task_update_begin,
+    graph_task_update_end,
+    register_npu_graph_handler,
     is_current_stream_capturing,
     make_graphed_callables,
 )

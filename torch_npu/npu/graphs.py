@@ -2,20 +2,29 @@
 npu, as torch_npu exposes it): NPUGraph, graph, make_graphed_callables, graph_pool_handle and
 is_current_stream_capturing."""
 
+import dataclasses
 import gc
 import typing
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch_npu import _C
+from torch_npu.npu.graph_handlers import _NPU_GRAPH_OP_HANDLERS, NpuGraphOpHandler, register_npu_graph_handler
 from torch_npu.npu.streams import Stream, current_stream, stream as _stream_ctx
 
 __all__ = [
     "NPUGraph",
+    "NpuGraphOpHandler",
     "graph",
     "graph_pool_handle",
+    "graph_task_group_begin",
+    "graph_task_group_end",
+    "graph_task_update_begin",
+    "graph_task_update_end",
     "is_current_stream_capturing",
     "make_graphed_callables",
+    "register_npu_graph_handler",
 ]
 
 
@@ -29,6 +38,113 @@ def graph_pool_handle():
     return tuple(_C._graph_pool_handle())
 
 
+def _where(stream):
+    return {"stream_id": stream.stream_id, "device_index": stream.device_index, "device_type": stream.device_type}
+
+
+def graph_task_group_begin(stream):
+    """Inside a capture on ``stream``: the tasks launched from here to graph_task_group_end form a
+    group that graph_task_update_* can replace after the capture."""
+    _C._npu_graph_task_group_begin(**_where(stream))
+
+
+def graph_task_group_end(stream):
+    """Ends the group begun on ``stream``; returns its handle (for graph_task_update_begin)."""
+    return _C._npu_graph_task_group_end(**_where(stream))
+
+
+def graph_task_update_begin(stream, handle):
+    """On ``stream`` (not capturing): the work launched from here to graph_task_update_end is recorded
+    as the new tasks of the group ``handle``, instead of running."""
+    _C._npu_graph_task_update_begin(**_where(stream), handle=handle)
+
+
+def graph_task_update_end(stream):
+    """Ends the update on ``stream`` and queues the swap there: replays ordered after it (wait for
+    the stream, or an ExternalEvent recorded on it) run the new tasks."""
+    _C._npu_graph_task_update_end(**_where(stream))
+
+
+@dataclasses.dataclass
+class _DispatchRecord:
+    """One call of a handled op recorded during capture (auto_dispatch_capture)."""
+
+    handle: typing.Any
+    op_cache_entry: typing.Any  # the op overload the capture ran
+    args: list
+    kwargs: dict
+    outputs: list  # the tensors the capture returned: updates write their results into them
+    keep: typing.Any = None  # the latest update's own results (their memory is in use by replays)
+
+
+class _GraphDispatchMode(TorchDispatchMode):
+    """Records each call of an op with a registered handler as a task group of its own."""
+
+    update_stream = None  # one for the process, shared by every graph
+
+    def __init__(self):
+        super().__init__()
+        if _GraphDispatchMode.update_stream is None:
+            _GraphDispatchMode.update_stream = Stream()
+        self.records = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        handler = _NPU_GRAPH_OP_HANDLERS.get(func.__name__)
+        if handler is None or (hasattr(handler, "should_handle") and not handler.should_handle(func, args, kwargs)):
+            return func(*args, **kwargs)
+        stream = current_stream()
+        func, args, kwargs = handler.prepare_capture(func, args, kwargs)
+        graph_task_group_begin(stream)
+        result = func(*args, **kwargs)
+        handle = graph_task_group_end(stream)
+        tensor_names = [a.name for a in func._schema.arguments if "Tensor" in str(a.type)]
+        self.records.append(_DispatchRecord(
+            handle=handle, op_cache_entry=func, args=list(args),
+            kwargs={k: handler.record_wrap_kwarg(k, v, tensor_names) for k, v in kwargs.items()},
+            outputs=[t for t in torch.utils._pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]))
+        return handler.postprocess_result(result, kwargs)
+
+    def update(self, cpu_update_input):
+        if not self.records:
+            raise RuntimeError("NPUGraph.update: the capture recorded no op with a graph handler; capture with "
+                               "torch.npu.graph(g, auto_dispatch_capture=True) around registered ops "
+                               f"({', '.join(sorted(_NPU_GRAPH_OP_HANDLERS))})")
+        if not isinstance(cpu_update_input, (list, tuple)) or not all(isinstance(u, dict) for u in cpu_update_input):
+            raise TypeError("NPUGraph.update: cpu_update_input must be a list of dicts, one per recorded op "
+                            "(or one dict for all of them)")
+        updates = list(cpu_update_input)
+        if len(updates) == 1:
+            updates = [dict(updates[0]) for _ in self.records]
+        if len(updates) != len(self.records):
+            raise ValueError(f"NPUGraph.update: the capture recorded {len(self.records)} ops with graph handlers "
+                             f"but cpu_update_input has {len(updates)} entries")
+        caller = current_stream()
+        updater = self.update_stream
+        updater.wait_stream(caller)
+        with _stream_ctx(updater):
+            for record, update in zip(self.records, updates):
+                handler = _NPU_GRAPH_OP_HANDLERS.get(record.op_cache_entry.__name__)
+                if handler is None:
+                    raise RuntimeError(f"NPUGraph.update: no graph handler is registered for "
+                                       f"{record.op_cache_entry.__name__} any more")
+                for key, value in update.items():
+                    if key in record.kwargs:
+                        record.kwargs[key] = value
+                handler.update_args(record, update)
+                graph_task_update_begin(updater, record.handle)
+                try:
+                    result = record.op_cache_entry(*record.args, **record.kwargs)
+                    fresh = [t for t in torch.utils._pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
+                    for out, new in zip(record.outputs, fresh):
+                        out.copy_(new)
+                finally:
+                    graph_task_update_end(updater)
+                record.keep = fresh
+        # Replays launched on the caller's stream from now on run the new tasks.
+        caller.wait_stream(updater)
+
+
 class NPUGraph(_C._NPUGraph):
     """A graph of the work launched on one stream between ``capture_begin`` and ``capture_end``;
     ``replay`` runs it again on the same memory (inputs are read from, and outputs written to, the
@@ -36,6 +152,13 @@ class NPUGraph(_C._NPUGraph):
 
     def __init__(self, keep_graph=False):
         super().__init__()
+        self.graph_dispatch_mode = _GraphDispatchMode()
+
+    def update(self, cpu_update_input):
+        """New values for the ops recorded with auto_dispatch_capture: a list with one dict per
+        recorded op (or one dict for all), e.g. ``[{"actual_seq_lengths": [100]}]``. Replays on the
+        current stream after this call compute with them, into the same output tensors."""
+        self.graph_dispatch_mode.update(cpu_update_input)
 
     def capture_begin(self, pool=None, capture_error_mode="global"):
         """Begins capturing the current stream (not the default one). ``pool``: another graph's
@@ -87,6 +210,8 @@ class graph:
         self.npu_graph = npu_graph
         self.capture_error_mode = capture_error_mode
         self.auto_dispatch_capture = auto_dispatch_capture
+        if auto_dispatch_capture and not isinstance(npu_graph, NPUGraph):
+            raise TypeError("auto_dispatch_capture=True needs a torch.npu.NPUGraph")
 
     def __enter__(self):
         torch.npu.synchronize()
@@ -98,8 +223,13 @@ class graph:
         except BaseException:
             self.stream_ctx.__exit__(None, None, None)
             raise
+        if self.auto_dispatch_capture:
+            self.npu_graph.graph_dispatch_mode.records.clear()
+            self.npu_graph.graph_dispatch_mode.__enter__()
 
     def __exit__(self, exc_type, exc, tb):
+        if self.auto_dispatch_capture:
+            self.npu_graph.graph_dispatch_mode.__exit__(exc_type, exc, tb)
         try:
             self.npu_graph.capture_end()
         except RuntimeError:

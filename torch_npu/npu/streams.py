@@ -1,5 +1,7 @@
 """npu streams and events: thin subclasses of torch.Stream / torch.Event (the device guard does the work)."""
 
+import weakref
+
 import torch
 
 from torch_npu.npu.device import _index
@@ -82,6 +84,43 @@ class Event(torch.Event):
 
     def wait(self, stream=None):
         super().wait(stream if stream is not None else current_stream())
+
+
+class ExternalEvent:
+    """A flag that streams set (record), clear (reset) and wait for (wait), all in stream order and
+    all capturable: a graph that captured ``wait`` blocks on each replay until the flag is set, e.g. by
+    a stream that updates the graph's task groups first (ACL's external events)."""
+
+    def __init__(self):
+        from torch_npu import _C
+
+        self._handle = _C._npu_external_event_create()
+        self._finalizer = weakref.finalize(self, _C._npu_external_event_destroy, self._handle)
+
+    @staticmethod
+    def _where(stream):
+        s = stream if stream is not None else current_stream()
+        return s.stream_id, s.device_index, s.device_type
+
+    def record(self, stream=None):
+        from torch_npu import _C
+
+        _C._npu_external_event_record(self._handle, *self._where(stream))
+
+    def wait(self, stream=None):
+        from torch_npu import _C
+
+        _C._npu_external_event_wait(self._handle, *self._where(stream))
+
+    def reset(self, stream=None):
+        from torch_npu import _C
+
+        _C._npu_external_event_reset(self._handle, *self._where(stream))
+
+    def query(self) -> bool:
+        from torch_npu import _C
+
+        return _C._npu_external_event_query(self._handle)
 
 
 def _wrap(s: torch.Stream) -> Stream:

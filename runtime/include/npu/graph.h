@@ -77,6 +77,25 @@ NRT_API nrtError_t nrtGraphGetNodeCount(nrtGraph_t graph, size_t* count);
 // Writes the graph as text to `path`: one line per recorded task (index, kind, name, stream, launch site).
 NRT_API nrtError_t nrtGraphDebugDump(nrtGraph_t graph, const char* path);
 
+// Task groups (ACL's aclmdlRICaptureTaskGrpBegin / End and TaskUpdateBegin / End): a run of tasks
+// recorded on a capturing stream that can be replaced after the capture, e.g. to give an attention
+// op new sequence lengths without capturing again. Begin and end on the capturing stream; the group
+// lives as long as its graph.
+typedef struct nrtTaskGroupImpl* nrtTaskGroup_t;
+NRT_API nrtError_t nrtStreamBeginTaskGroup(nrtStream_t stream);
+NRT_API nrtError_t nrtStreamEndTaskGroup(nrtStream_t stream, nrtTaskGroup_t* group);
+// Between these two calls, the work launched on `stream` (a stream that is not capturing) is recorded
+// as the group's new tasks instead of running. The end queues the swap on `stream`: replays that start
+// after the stream reaches it run the new tasks (order them with an event, e.g. an external one).
+NRT_API nrtError_t nrtStreamBeginTaskUpdate(nrtStream_t stream, nrtTaskGroup_t group);
+NRT_API nrtError_t nrtStreamEndTaskUpdate(nrtStream_t stream);
+
+// External events (ACL_EVENT_EXTERNAL): a flag set by a record, cleared by a reset, and waited for by
+// streams (and by graph replays that captured the wait): a wait blocks until the flag is set, however
+// many records came before. Record, wait and reset all run in stream order and may be captured.
+NRT_API nrtError_t nrtEventCreateExternal(nrtEvent_t* event);
+NRT_API nrtError_t nrtEventResetAsync(nrtEvent_t event, nrtStream_t stream);
+
 // A host function whose data outlives one run: `fn` runs once when launched normally, or once per
 // replay when a capturing stream recorded it; `release` (may be NULL) runs exactly once after that
 // (after the run; when the graph is destroyed; or before returning when the launch is refused).
