@@ -181,12 +181,12 @@ def test_make_graphed_callables_several_functions_and_unused_inputs():
 
 
 @pytest.mark.parametrize("call", ["item", "cpu", "print", "synchronize", "tensor"])
-def test_forbidden_calls_raise_clearly_and_the_device_recovers(call, capsys):
+def test_forbidden_calls_raise_clearly_and_the_capture_goes_on(call):
     x = torch.randn(8, device="npu")
     g = torch.npu.NPUGraph()
-    with pytest.raises(RuntimeError, match="capturing|capture") as info:
-        with torch.npu.graph(g):
-            y = x + 1
+    with torch.npu.graph(g):
+        y = x + 1
+        with pytest.raises(RuntimeError, match="capturing|capture") as info:
             if call == "item":
                 y.sum().item()
             elif call == "cpu":
@@ -197,12 +197,24 @@ def test_forbidden_calls_raise_clearly_and_the_device_recovers(call, capsys):
                 torch.npu.synchronize()
             else:
                 torch.tensor([1.0, 2.0], device="npu")
-    assert "capture" in str(info.value)
+        assert "refused" in str(info.value), str(info.value)
+        z = y * 2  # recorded after the refused call
     assert not torch.npu.is_current_stream_capturing()
-    with pytest.raises(RuntimeError, match="without a preceding successful capture"):
-        g.replay()
-    torch.testing.assert_close((x * 3).cpu(), x.cpu() * 3)
-    g2, y2 = capture(lambda: x * 4)  # and capturing works again
+    x.fill_(3.0)
+    g.replay()
+    assert z.cpu().tolist() == [8.0] * 8
+    torch.testing.assert_close((x * 3).cpu(), x.cpu() * 3)  # eager work goes on too
+
+
+def test_a_body_exception_ends_the_capture_and_propagates():
+    x = torch.randn(8, device="npu")
+    g = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="capturing"):
+        with torch.npu.graph(g):
+            y = x + 1
+            y.cpu()
+    assert not torch.npu.is_current_stream_capturing()
+    g2, y2 = capture(lambda: x * 4)  # capturing works again
     g2.replay()
     torch.testing.assert_close(y2.cpu(), x.cpu() * 4)
 
@@ -394,3 +406,48 @@ def test_graph_handlers_register_user_ops():
     with pytest.raises(TypeError):
         torch.npu.register_npu_graph_handler("x")(object)
     del _NPU_GRAPH_OP_HANDLERS["my_graph_op.default"]
+
+
+def test_replays_draw_what_eager_draws_from_the_same_generator_state():
+    def body():
+        a = torch.rand(64, device="npu")
+        state = torch.npu.get_rng_state()
+        b = torch.randn(64, device="npu")
+        torch.npu.set_rng_state(state)  # as activation checkpointing does: b's draw again
+        c = torch.randn(64, device="npu")
+        d = torch.empty(64, device="npu").exponential_()  # the generic executor's random path
+        return a, b, c, d
+
+    torch.npu.manual_seed(7)
+    eager = [t.cpu() for t in body()]
+    eager_next = torch.rand(8, device="npu").cpu()
+    torch.npu.manual_seed(7)
+    g, outs = capture(body)
+    torch.npu.manual_seed(7)
+    g.replay()
+    replayed = [t.cpu() for t in outs]
+    for e, r in zip(eager, replayed):
+        assert torch.equal(e, r)
+    assert torch.equal(replayed[1], replayed[2])
+    assert torch.equal(torch.rand(8, device="npu").cpu(), eager_next), "a replay advances the generator as eager"
+
+
+def test_generators_in_captures():
+    gen = torch.Generator(device="npu")
+    gen.manual_seed(3)
+    g = torch.npu.NPUGraph()
+    g.register_generator_state(gen)
+    out = capture(lambda: None)[1]  # an unrelated capture leaves the generator alone
+    with torch.npu.graph(g):
+        out = torch.rand(16, device="npu", generator=gen)
+    ref_gen = torch.Generator(device="npu")
+    ref_gen.manual_seed(3)
+    ref = torch.rand(16, device="npu", generator=ref_gen).cpu()
+    gen.manual_seed(3)
+    g.replay()
+    assert torch.equal(out.cpu(), ref)
+    with pytest.raises(RuntimeError, match="same as the original seed"):
+        with torch.npu.graph(torch.npu.NPUGraph()):
+            torch.npu.manual_seed(torch.npu.initial_seed() + 1)
+    with pytest.raises(ValueError, match="npu generator"):
+        torch.npu.NPUGraph().register_generator_state(torch.Generator())

@@ -5,7 +5,11 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 
 #include "csrc/core/NPUCachingAllocator.h"
 #include "csrc/core/NPUException.h"
@@ -18,8 +22,19 @@ namespace {
 
 std::atomic<int> g_captures{0};
 std::atomic<uint64_t> g_next_pool{1};
-// The graph capturing on this thread (random launches mark it), or null.
+// The graph capturing on this thread, or null.
 thread_local NPUGraph* t_capturing = nullptr;
+// Every graph capturing now. Random draws ask which of them the launching thread's current stream
+// records into: the autograd engine runs a captured backward on a thread of its own.
+std::mutex g_capturing_mu;
+std::vector<NPUGraph*>* g_capturing = new std::vector<NPUGraph*>;  // leaked
+
+uint64_t currentCaptureId() {
+  nrtCaptureStatus status = NRT_CAPTURE_STATUS_NONE;
+  uint64_t id = 0;
+  if (nrtStreamGetCaptureInfo(currentStreamHandle(current_device()), &status, &id) != NRT_SUCCESS) return 0;
+  return status == NRT_CAPTURE_STATUS_NONE ? 0 : id;
+}
 
 }  // namespace
 
@@ -39,8 +54,50 @@ std::optional<std::pair<c10::DeviceIndex, c10::MempoolId_t>> capturingPool() {
   return std::make_pair(t_capturing->device_, t_capturing->mempool_id_);
 }
 
-void noteRandomLaunch() {
-  if (t_capturing != nullptr) t_capturing->uses_random_ = true;
+NPUGraph* NPUGraph::capturingOnCurrentStream() {
+  if (!anyCaptureUnderway()) return nullptr;
+  const uint64_t id = currentCaptureId();
+  if (id == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(g_capturing_mu);
+  for (NPUGraph* graph : *g_capturing) {
+    if (graph->capture_id_ == id) return graph;
+  }
+  return nullptr;
+}
+
+std::optional<uint64_t> captureRandomSlot(c10::GeneratorImpl* generator) {
+  NPUGraph* graph = NPUGraph::capturingOnCurrentStream();
+  if (graph == nullptr) return std::nullopt;
+  for (size_t g = 0; g < graph->generators_.size(); ++g) {
+    NPUGraph::CapturedGenerator& captured = graph->generators_[g];
+    if (captured.impl.get() != generator) continue;
+    const std::pair<size_t, uint64_t> draw{g, captured.next++};
+    captured.count = std::max(captured.count, captured.next);
+    auto [it, fresh] = graph->slot_of_.emplace(draw, graph->slots_.size());
+    if (fresh) graph->slots_.push_back(draw);
+    return NRT_REPLAY_SEED_SLOT(it->second);
+  }
+  return std::nullopt;
+}
+
+uint64_t* captureDrawPosition(c10::GeneratorImpl* generator) {
+  NPUGraph* graph = NPUGraph::capturingOnCurrentStream();
+  if (graph == nullptr) return nullptr;
+  for (NPUGraph::CapturedGenerator& captured : graph->generators_) {
+    if (captured.impl.get() == generator) return &captured.next;
+  }
+  return nullptr;
+}
+
+void NPUGraph::registerGeneratorState(const at::Generator& generator) {
+  TORCH_CHECK_VALUE(generator.defined() && generator.device().type() == c10::DeviceType::PrivateUse1,
+                    "register_generator_state expects an npu generator, got ",
+                    generator.defined() ? generator.device().str() : std::string("an undefined one"));
+  TORCH_CHECK(!capturing_, "register_generator_state must be called before capture_begin()");
+  for (const at::Generator& known : registered_) {
+    if (known.unsafeGetGeneratorImpl() == generator.unsafeGetGeneratorImpl()) return;
+  }
+  registered_.push_back(generator);
 }
 
 NPUGraph::~NPUGraph() {
@@ -52,6 +109,8 @@ NPUGraph::~NPUGraph() {
       NPUCachingAllocator::endAllocateToPool(device_, mempool_id_);
       g_captures.fetch_sub(1, std::memory_order_relaxed);
       if (t_capturing == this) t_capturing = nullptr;
+      std::lock_guard<std::mutex> lock(g_capturing_mu);
+      std::erase(*g_capturing, this);
     }
     reset();
   } catch (...) {
@@ -96,8 +155,18 @@ void NPUGraph::captureBegin(c10::MempoolId_t pool, nrtCaptureMode mode) {
   }
   pool_held_ = true;
   capturing_ = true;
-  uses_random_ = false;
+  generators_.clear();
+  slots_.clear();
+  slot_of_.clear();
+  generators_.push_back({getDefaultNPUGenerator(device_).getIntrusivePtr()});
+  for (const at::Generator& generator : registered_) {
+    if (generator.unsafeGetGeneratorImpl() != generators_[0].impl.get()) generators_.push_back({generator.getIntrusivePtr()});
+  }
   t_capturing = this;
+  {
+    std::lock_guard<std::mutex> lock(g_capturing_mu);
+    g_capturing->push_back(this);
+  }
   g_captures.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -111,6 +180,10 @@ void NPUGraph::captureEnd() {
   NPUCachingAllocator::endAllocateToPool(device_, mempool_id_);
   capturing_ = false;
   t_capturing = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_capturing_mu);
+    std::erase(*g_capturing, this);
+  }
   g_captures.fetch_sub(1, std::memory_order_relaxed);
   const nrtError_t error = nrtStreamEndCapture(capture_stream_, &graph_);
   if (error != NRT_SUCCESS) {
@@ -124,14 +197,22 @@ void NPUGraph::captureEnd() {
 void NPUGraph::replay() {
   TORCH_CHECK(graph_ != nullptr, "NPUGraph::replay() called without a preceding successful capture");
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
-  // Random ops draw from the device's generator once per replay (so that manual_seed makes replays
-  // reproducible), never 0 (which would mean: replay the captured seeds).
-  uint64_t seed = 0;
-  if (uses_random_) {
-    seed = launchSeedFor(std::nullopt, device_);
-    if (seed == 0) seed = 1;
+  // The captured random ops' seeds: each generator's next draws, in the order eager would make them.
+  std::vector<uint64_t> seeds(slots_.size());
+  for (size_t g = 0; g < generators_.size(); ++g) {
+    if (generators_[g].count == 0) continue;
+    std::vector<uint64_t> draws(generators_[g].count);
+    const at::Generator generator(generators_[g].impl);
+    at::Generator engine = generator.get<NPUGeneratorImpl>()->engine();
+    {
+      std::lock_guard<std::mutex> lock(engine.mutex());
+      for (uint64_t& draw : draws) draw = engine.get<at::CPUGeneratorImpl>()->random64();
+    }
+    for (size_t slot = 0; slot < slots_.size(); ++slot) {
+      if (slots_[slot].first == g) seeds[slot] = draws[slots_[slot].second];
+    }
   }
-  NPU_CHECK(nrtGraphLaunch(graph_, currentStreamHandle(device_), seed));
+  NPU_CHECK(nrtGraphLaunch(graph_, currentStreamHandle(device_), seeds.data(), seeds.size()));
 }
 
 void NPUGraph::reset() {

@@ -2,12 +2,16 @@
 // replays it, with a private memory pool and fresh random numbers per replay.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
+#include <c10/core/GeneratorImpl.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <npu/graph.h>
 
@@ -22,8 +26,15 @@ bool anyCaptureUnderway();
 bool currentStreamCapturing();
 // The pool of the graph capturing on this thread (task groups update into it), if any.
 std::optional<std::pair<c10::DeviceIndex, c10::MempoolId_t>> capturingPool();
-// Called by random ops at launch: the graph capturing on this thread draws a replay seed per replay.
-void noteRandomLaunch();
+// Random numbers in captures. While this thread captures, a random op's draw from the device's
+// default generator (or from a generator registered with the graph) is not made: the op gets a slot
+// seed (NRT_REPLAY_SEED_SLOT), and each replay fills the slots with fresh draws from the generators in
+// the order eager execution would make them, so a replay after manual_seed(s) gives eager's numbers
+// and leaves the generators where eager would. nullopt: not captured (draw as usual).
+std::optional<uint64_t> captureRandomSlot(c10::GeneratorImpl* generator);
+// The capture's draw position in `generator` (what get_rng_state / set_rng_state see inside a
+// capture), or null when this thread captures no draws from it.
+uint64_t* captureDrawPosition(c10::GeneratorImpl* generator);
 
 class NPUGraph {
  public:
@@ -43,19 +54,33 @@ class NPUGraph {
   void enableDebugMode() { debug_ = true; }
   void debugDump(const std::string& path) const;
   size_t taskCount() const;
+  // Draws from `generator` made while capturing are replayed like the default generator's.
+  void registerGeneratorState(const at::Generator& generator);
 
  private:
   nrtGraph_t graph_ = nullptr;
   bool capturing_ = false;
   bool pool_held_ = false;  // this graph counts as a user of mempool_id_
-  bool uses_random_ = false;
   bool debug_ = false;
   c10::MempoolId_t mempool_id_{0, 0};
   c10::DeviceIndex device_ = -1;
   nrtStream_t capture_stream_ = nullptr;
   uint64_t capture_id_ = 0;
 
-  friend void noteRandomLaunch();
+  // The graph the current stream records into (random draws from another thread, e.g. autograd's).
+  static NPUGraph* capturingOnCurrentStream();
+  struct CapturedGenerator {
+    c10::intrusive_ptr<c10::GeneratorImpl> impl;
+    uint64_t next = 0;   // draw position during the capture
+    uint64_t count = 0;  // draws a replay makes from it
+  };
+  std::vector<CapturedGenerator> generators_;  // [0]: the device's default generator
+  std::vector<at::Generator> registered_;
+  std::vector<std::pair<size_t, uint64_t>> slots_;  // slot -> (generator, draw position)
+  std::map<std::pair<size_t, uint64_t>, uint64_t> slot_of_;
+
+  friend std::optional<uint64_t> captureRandomSlot(c10::GeneratorImpl* generator);
+  friend uint64_t* captureDrawPosition(c10::GeneratorImpl* generator);
   friend std::optional<std::pair<c10::DeviceIndex, c10::MempoolId_t>> capturingPool();
 };
 

@@ -246,12 +246,14 @@ void runSynchronously(OpPlan& plan, const c10::OperatorHandle& op, torch::jit::S
   runOnCpuWithCopies(op, stack);
 }
 
-// In a graph replay, generators get their launch seed mixed with the replay's (npu/graph.h), so that
-// each replay draws fresh numbers.
+// In a graph replay, a generator made from a slot seed (a capture's random draw) is made again from
+// the replay's seed for that slot (npu/graph.h), so that each replay draws what eager would.
 void reseedForReplay(torch::jit::Stack& stack) {
-  if (nrtGraphReplaySeed() == 0) return;
   for (c10::IValue& v : stack) {
-    if (v.isGenerator()) v = at::detail::createCPUGenerator(nrtReplaySeeded(v.toGenerator().current_seed()));
+    if (!v.isGenerator()) continue;
+    const uint64_t seed = v.toGenerator().current_seed();
+    const uint64_t replayed = nrtReplaySeeded(seed);
+    if (replayed != seed) v = at::detail::createCPUGenerator(replayed);
   }
 }
 

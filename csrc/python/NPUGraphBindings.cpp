@@ -64,7 +64,8 @@ void initNPUGraphBindings(py::module& m) {
       .def("pool", [](const c10_npu::NPUGraph& self) { return poolTuple(self.pool()); })
       .def("enable_debug_mode", &c10_npu::NPUGraph::enableDebugMode)
       .def("debug_dump", &c10_npu::NPUGraph::debugDump, py::arg("debug_path"))
-      .def("_task_count", &c10_npu::NPUGraph::taskCount);
+      .def("_task_count", &c10_npu::NPUGraph::taskCount)
+      .def("register_generator_state", &c10_npu::NPUGraph::registerGeneratorState, py::arg("generator"));
 
   m.def("_graph_pool_handle", [] { return poolTuple(c10_npu::graphPoolHandle()); });
   m.def("_npu_isCurrentStreamCapturing", &c10_npu::currentStreamCapturing);

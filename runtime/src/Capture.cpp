@@ -33,7 +33,7 @@ const char* ModeName(nrtCaptureMode mode) {
 
 }  // namespace
 
-thread_local uint64_t t_replay_seed = 0;
+thread_local ReplaySeeds t_replay_seeds;
 
 void ReleaseNodes(std::vector<GraphNode>& nodes) {
   for (GraphNode& node : nodes) {
@@ -76,13 +76,11 @@ Capture::~Capture() { ReleaseNodes(nodes_); }
 
 nrtError_t Capture::Add(Stream& stream, GraphNode node) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (invalid_ || ended_) {
-    const std::string reason = invalid_ ? *invalid_ : "the capture has ended";
+  if (ended_) {
     lock.unlock();
     if (node.release) node.release();
-    return NPU_RT_FAIL(NRT_ERROR_CAPTURE_INVALIDATED, "cannot launch ", node.name ? node.name : "a task", " on ",
-                       stream.name(), ": its capture #", id_, " was invalidated (", reason,
-                       "); end the capture and capture again");
+    return NPU_RT_FAIL(NRT_ERROR_CAPTURE_UNSUPPORTED, "cannot launch ", node.name ? node.name : "a task", " on ",
+                       stream.name(), ": its capture #", id_, " ended while the launch was being recorded");
   }
   node.stream_id = stream.id();
   ++members_[stream.id()].tasks;
@@ -108,19 +106,8 @@ void Capture::Wait(const std::shared_ptr<Stream>& waiter, uint64_t recorded_on, 
   }
 }
 
-nrtError_t Capture::Invalidate(nrtError_t code, std::string reason) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!invalid_) invalid_ = reason;
-  }
-  NPU_RT_LOG(kWarning, "capture #", id_, " invalidated: ", reason);
-  return NPU_RT_FAIL(code, reason, "; capture #", id_, " is now invalid: end it (torch.npu.graph's exit does) "
-                     "and capture again");
-}
-
-bool Capture::invalid() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return invalid_.has_value();
+nrtError_t Capture::Refuse(nrtError_t code, const std::string& reason) const {
+  return NPU_RT_FAIL(code, reason, " (the call was refused; capture #", id_, " goes on without it)");
 }
 
 bool Capture::ended() const {
@@ -130,12 +117,10 @@ bool Capture::ended() const {
 
 nrtError_t Capture::End(std::vector<GraphNode>* nodes) {
   std::vector<std::shared_ptr<Stream>> members;
-  std::optional<std::string> invalid;
   std::string unjoined;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ended_ = true;
-    invalid = invalid_;
     const auto& origin_seen = seen_[origin_];
     for (const auto& [id, member] : members_) {
       std::shared_ptr<Stream> stream = member.stream.lock();
@@ -146,17 +131,13 @@ nrtError_t Capture::End(std::vector<GraphNode>* nodes) {
         unjoined += StrCat(unjoined.empty() ? "" : ", ", stream ? stream->name() : StrCat("stream #", id));
       }
     }
-    if (!invalid && unjoined.empty()) {
+    if (unjoined.empty()) {
       *nodes = std::move(nodes_);
       nodes_.clear();
     }
   }
   for (const std::shared_ptr<Stream>& stream : members) stream->SetCapture(nullptr);
   CaptureEnded(*this);
-  if (invalid) {
-    return NPU_RT_FAIL(NRT_ERROR_CAPTURE_INVALIDATED, "capture #", id_, " was invalidated: ", *invalid,
-                       "; nothing was recorded, capture again");
-  }
   if (!unjoined.empty()) {
     return NPU_RT_FAIL(NRT_ERROR_CAPTURE_UNSUPPORTED, "capture #", id_, ": work on ", unjoined,
                        " (forked from the capture through an event) was not joined back into the capturing stream "
@@ -220,17 +201,17 @@ void CaptureEnded(const Capture& capture) {
 nrtError_t CheckSyncAllowed(const char* call, Stream* stream) {
   if (stream != nullptr && stream->capturing()) {
     if (std::shared_ptr<Capture> capture = stream->capture()) {
-      return capture->Invalidate(NRT_ERROR_CAPTURE_UNSUPPORTED,
-                                 StrCat(call, " on ", stream->name(), " is not allowed while it is capturing (",
-                                        "capture #", capture->id(), "): captured work has not run, so there is "
-                                        "nothing to wait for (a .item(), .cpu(), print or synchronize() inside "
-                                        "the captured region?)"));
+      return capture->Refuse(NRT_ERROR_CAPTURE_UNSUPPORTED,
+                             StrCat(call, " on ", stream->name(), " is not allowed while it is capturing (",
+                                    "capture #", capture->id(), "): captured work has not run, so there is "
+                                    "nothing to wait for (a .item(), .cpu(), print or synchronize() inside "
+                                    "the captured region?)"));
     }
   }
   if (g_capture_count.load(std::memory_order_relaxed) == 0 || t_thread_mode == NRT_CAPTURE_MODE_RELAXED) {
     return NRT_SUCCESS;
   }
-  std::vector<std::shared_ptr<Capture>> broken;
+  std::shared_ptr<Capture> refusing;
   {
     std::lock_guard<std::mutex> lock(g_captures_mu);
     for (const auto& weak : *g_captures) {
@@ -239,20 +220,19 @@ nrtError_t CheckSyncAllowed(const char* call, Stream* stream) {
       const bool applies = capture->mode() == NRT_CAPTURE_MODE_GLOBAL ||
                            (capture->mode() == NRT_CAPTURE_MODE_THREAD_LOCAL &&
                             capture->thread() == std::this_thread::get_id());
-      if (applies) broken.push_back(std::move(capture));
+      if (applies) {
+        refusing = std::move(capture);
+        break;
+      }
     }
   }
-  if (broken.empty()) return NRT_SUCCESS;
-  nrtError_t error = NRT_SUCCESS;
-  for (const auto& capture : broken) {
-    error = capture->Invalidate(
-        NRT_ERROR_CAPTURE_UNSUPPORTED,
-        StrCat(call, " is not allowed while capture #", capture->id(), " (mode ", ModeName(capture->mode()),
-               ") is active: a synchronising call during a ", ModeName(capture->mode()),
-               " capture is unsafe (capture with capture_error_mode=\"relaxed\" or \"thread_local\", or "
-               "move the call out of the captured region)"));
-  }
-  return error;
+  if (!refusing) return NRT_SUCCESS;
+  return refusing->Refuse(
+      NRT_ERROR_CAPTURE_UNSUPPORTED,
+      StrCat(call, " is not allowed while capture #", refusing->id(), " (mode ", ModeName(refusing->mode()),
+             ") is active: a synchronising call during a ", ModeName(refusing->mode()),
+             " capture is unsafe (capture with capture_error_mode=\"relaxed\" or \"thread_local\", or "
+             "move the call out of the captured region)"));
 }
 
 }  // namespace npu::runtime
@@ -270,4 +250,8 @@ extern "C" nrtError_t nrtThreadExchangeCaptureMode(nrtCaptureMode* mode) {
   return NRT_SUCCESS;
 }
 
-extern "C" uint64_t nrtGraphReplaySeed(void) { return npu::runtime::t_replay_seed; }
+extern "C" uint64_t nrtReplaySeeded(uint64_t seed) {
+  const npu::runtime::ReplaySeeds& replay = npu::runtime::t_replay_seeds;
+  const uint64_t slot = seed - NRT_REPLAY_SEED_SLOT_BASE;  // wraps for seeds below the base
+  return slot < replay.count ? replay.seeds[slot] : seed;
+}

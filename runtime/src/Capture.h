@@ -64,17 +64,15 @@ class Capture {
   uint64_t origin() const { return origin_; }
   int device() const { return device_; }
 
-  // Records a task launched on `stream` (a member); NRT_ERROR_CAPTURE_INVALIDATED (node released)
-  // once invalidated.
+  // Records a task launched on `stream` (a member); refused (node released) once the capture ended.
   nrtError_t Add(Stream& stream, GraphNode node);
   // An event recorded on `stream` during the capture: the position others then wait for.
   uint64_t Position(uint64_t stream_id);
   // `waiter` waits for an event recorded on `recorded_on` at `position`: it joins the capture (when
   // not yet a member) and has seen that stream's work up to there.
   void Wait(const std::shared_ptr<Stream>& waiter, uint64_t recorded_on, uint64_t position);
-  // Marks the capture invalid (the first reason is kept) and returns the error for the caller.
-  nrtError_t Invalidate(nrtError_t code, std::string reason);
-  bool invalid() const;
+  // Refuses a call the capture cannot allow (nothing is recorded; the capture goes on).
+  nrtError_t Refuse(nrtError_t code, const std::string& reason) const;
   // Ends the capture: detaches every member stream and hands over the nodes, or fails (see
   // nrtStreamEndCapture). Called once, by the origin stream's end.
   nrtError_t End(std::vector<GraphNode>* nodes);
@@ -100,13 +98,11 @@ class Capture {
   std::unordered_map<uint64_t, Member> members_;
   // For each member: how far the origin stream (transitively) has waited for it.
   std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint64_t>> seen_;
-  std::optional<std::string> invalid_;
   bool ended_ = false;
   std::unordered_map<uint64_t, size_t> group_begin_;  // stream id -> index of its open group's first task
 };
 
-// The checks synchronising calls make (nrtCaptureMode): NRT_SUCCESS, or the refusal (which also
-// invalidates the captures it breaks). `call` names the API, `stream` the stream it synchronises
+// The checks synchronising calls make (nrtCaptureMode): NRT_SUCCESS, or the refusal. `call` names the API, `stream` the stream it synchronises
 // (null: none in particular).
 nrtError_t CheckSyncAllowed(const char* call, Stream* stream);
 // Registry of the captures in progress (for the checks above).
@@ -143,8 +139,12 @@ nrtError_t ExternalRecord(Stream& stream, const std::shared_ptr<ExternalFlag>& f
 nrtError_t ExternalWait(Stream& stream, const std::shared_ptr<ExternalFlag>& flag);
 nrtError_t ExternalReset(Stream& stream, const std::shared_ptr<ExternalFlag>& flag);
 
-// The replay seed of the replay running on this thread (nrtGraphReplaySeed); 0 outside replays.
-extern thread_local uint64_t t_replay_seed;
+// The seeds of the replay running on this thread (nrtReplaySeeded); empty outside replays.
+struct ReplaySeeds {
+  const uint64_t* seeds = nullptr;
+  size_t count = 0;
+};
+extern thread_local ReplaySeeds t_replay_seeds;
 
 }  // namespace npu::runtime
 

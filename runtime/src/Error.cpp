@@ -47,8 +47,6 @@ const char* ErrorName(nrtError_t code) {
       return "NRT_ERROR_DEVICE_LOST";
     case NRT_ERROR_CAPTURE_UNSUPPORTED:
       return "NRT_ERROR_CAPTURE_UNSUPPORTED";
-    case NRT_ERROR_CAPTURE_INVALIDATED:
-      return "NRT_ERROR_CAPTURE_INVALIDATED";
     case NRT_ERROR_RANGE_MIN_:
     case NRT_ERROR_RANGE_MAX_:
       break;

@@ -121,7 +121,7 @@ nrtError_t ExternalReset(Stream& stream, const std::shared_ptr<ExternalFlag>& fl
 
 nrtError_t CheckCapturedEvent(const char* call, nrtEvent_t event, const EventRecord& record) {
   if (record.capture->ended()) return NRT_SUCCESS;  // its capture is over: nothing left to wait for
-  return record.capture->Invalidate(
+  return record.capture->Refuse(
       NRT_ERROR_CAPTURE_UNSUPPORTED,
       StrCat(call, " on event #", HandleId(event), ", which was recorded in capture #", record.capture->id(),
              ", is not allowed while the capture lasts: captured work has not run"));
@@ -132,13 +132,12 @@ nrtError_t JoinCapture(const std::shared_ptr<Stream>& waiter, nrtEvent_t event, 
   if (waiter->capturing()) {
     std::shared_ptr<Capture> own = waiter->capture();
     if (own && own != capture) {
-      return own->Invalidate(NRT_ERROR_CAPTURE_UNSUPPORTED,
-                             StrCat(waiter->name(), " (capturing into capture #", own->id(), ") cannot wait for event #",
-                                    HandleId(event), " of capture #", capture->id(), ": captures cannot depend on "
-                                    "each other"));
+      return own->Refuse(NRT_ERROR_CAPTURE_UNSUPPORTED,
+                         StrCat(waiter->name(), " (capturing into capture #", own->id(), ") cannot wait for event #",
+                                HandleId(event), " of capture #", capture->id(), ": captures cannot depend on "
+                                "each other"));
     }
   }
-  if (capture->invalid()) return capture->Invalidate(NRT_ERROR_CAPTURE_INVALIDATED, "an earlier call invalidated it");
   capture->Wait(waiter, record.capture_stream, record.capture_position);
   if (!waiter->capturing()) waiter->SetCapture(capture);  // fork: the waiter records into the capture
   return NRT_SUCCESS;
@@ -320,7 +319,7 @@ nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event) {
     if (!record || record->done() || record->capture) return NRT_SUCCESS;
     if (found_stream->capturing()) {
       if (std::shared_ptr<npu::runtime::Capture> capture = found_stream->capture()) {
-        return capture->Invalidate(
+        return capture->Refuse(
             NRT_ERROR_CAPTURE_UNSUPPORTED,
             npu::runtime::StrCat(found_stream->name(), " is capturing and cannot wait for event #",
                                  npu::runtime::HandleId(event), ", recorded before the capture and not yet "

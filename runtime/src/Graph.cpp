@@ -148,13 +148,13 @@ nrtError_t nrtStreamGetCaptureInfo(nrtStream_t stream, nrtCaptureStatus* status,
     if (!found->capturing()) return NRT_SUCCESS;
     std::shared_ptr<Capture> capture = found->capture();
     if (!capture) return NRT_SUCCESS;
-    *status = capture->invalid() ? NRT_CAPTURE_STATUS_INVALIDATED : NRT_CAPTURE_STATUS_ACTIVE;
+    *status = NRT_CAPTURE_STATUS_ACTIVE;
     if (capture_id != nullptr) *capture_id = capture->id();
     return NRT_SUCCESS;
   });
 }
 
-nrtError_t nrtGraphLaunch(nrtGraph_t graph, nrtStream_t stream, uint64_t replay_seed) {
+nrtError_t nrtGraphLaunch(nrtGraph_t graph, nrtStream_t stream, const uint64_t* replay_seeds, size_t count) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     std::shared_ptr<Graph> found_graph;
     if (nrtError_t error = npu::runtime::ResolveGraph("nrtGraphLaunch", graph, &found_graph)) return error;
@@ -168,12 +168,21 @@ nrtError_t nrtGraphLaunch(nrtGraph_t graph, nrtStream_t stream, uint64_t replay_
       return NPU_RT_FAIL(NRT_ERROR_CAPTURE_UNSUPPORTED, "nrtGraphLaunch: ", found->name(),
                          " is capturing; replaying a graph inside another capture is not supported");
     }
+    if (count > 0 && replay_seeds == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtGraphLaunch: replay_seeds is NULL but count is ", count);
+    }
     if (npu::runtime::activity::Active()) {
       npu::runtime::activity::LabelTask(NRT_ACTIVITY_HOST_TASK,
                                         npu::runtime::StrCat("graph launch #", found_graph->id()).c_str());
     }
-    return found->Enqueue([graph = std::move(found_graph), found, replay_seed] {
-      std::optional<std::string> failure = found->RunGraph(*graph, replay_seed);
+    struct Launch {
+      std::shared_ptr<Graph> graph;
+      std::vector<uint64_t> seeds;
+    };
+    auto launch = std::make_shared<Launch>(Launch{std::move(found_graph), {}});
+    if (count > 0) launch->seeds.assign(replay_seeds, replay_seeds + count);
+    return found->Enqueue([launch = std::move(launch), found] {
+      std::optional<std::string> failure = found->RunGraph(*launch->graph, launch->seeds);
       if (!failure) return 0;
       nrtSetTaskErrMsg(failure->c_str());
       return 1;

@@ -150,9 +150,9 @@ std::optional<nrtError_t> CaptureCopy(Stream& stream, void* dst, const void* src
                              "tensor?): captured work has not run, so there is nothing to read yet"
                            : "copies pageable host memory (a CPU tensor moved to npu?), which a replay would read "
                              "long after the call; copy from pinned memory (tensor.pin_memory()) or before the capture";
-    return capture->Invalidate(NRT_ERROR_CAPTURE_UNSUPPORTED,
-                               StrCat("nrtMemcpyAsync (", KindName(kind), ", ", count, " bytes) on ", stream.name(),
-                                      " is not allowed while it is capturing: it ", what));
+    return capture->Refuse(NRT_ERROR_CAPTURE_UNSUPPORTED,
+                           StrCat("nrtMemcpyAsync (", KindName(kind), ", ", count, " bytes) on ", stream.name(),
+                                  " is not allowed while it is capturing: it ", what));
   }
   GraphNode node;
   node.run = [dst, src, count] {

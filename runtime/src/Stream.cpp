@@ -390,11 +390,11 @@ nrtActivityKind NodeKind(const GraphNode& node) {
 
 }  // namespace
 
-std::optional<std::string> Stream::RunGraph(const Graph& graph, uint64_t replay_seed) {
+std::optional<std::string> Stream::RunGraph(const Graph& graph, const std::vector<uint64_t>& replay_seeds) {
   struct SeedScope {
-    explicit SeedScope(uint64_t seed) { t_replay_seed = seed; }
-    ~SeedScope() { t_replay_seed = 0; }
-  } seed_scope(replay_seed);
+    explicit SeedScope(const std::vector<uint64_t>& seeds) { t_replay_seeds = {seeds.data(), seeds.size()}; }
+    ~SeedScope() { t_replay_seeds = {}; }
+  } seed_scope(replay_seeds);
   const std::vector<GraphNode>& nodes = graph.nodes();
   const bool faults = options_.faults != nullptr;
   const bool watched = this->watched();

@@ -147,7 +147,7 @@ class Stream {
   }
   // On the worker: one replay of `graph` (nrtGraphLaunch's task). Each recorded task is watched,
   // faulted and profiled as a queued task would be; the first failure ends the replay.
-  std::optional<std::string> RunGraph(const Graph& graph, uint64_t replay_seed);
+  std::optional<std::string> RunGraph(const Graph& graph, const std::vector<uint64_t>& replay_seeds);
 
  private:
   void Run();

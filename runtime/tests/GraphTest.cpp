@@ -78,7 +78,7 @@ TEST_F(GraphTest, RecordsInsteadOfRunningAndReplaysInOrder) {
   size_t count = 0;
   NRT_ASSERT_OK(nrtGraphGetNodeCount(graph, &count));
   EXPECT_EQ(count, 3u);
-  for (int replay = 0; replay < 4; ++replay) NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  for (int replay = 0; replay < 4; ++replay) NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
   ASSERT_EQ(order.size(), 12u);
   for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i % 3));
@@ -86,7 +86,7 @@ TEST_F(GraphTest, RecordsInsteadOfRunningAndReplaysInOrder) {
   NRT_ASSERT_OK(nrtGraphDestroy(graph));
   EXPECT_EQ(released.load(), 3);
   EXPECT_EQ(nrtGraphDestroy(graph), NRT_ERROR_INVALID_HANDLE);
-  EXPECT_EQ(nrtGraphLaunch(graph, stream_, 0), NRT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(nrtGraphLaunch(graph, stream_, nullptr, 0), NRT_ERROR_INVALID_HANDLE);
 }
 
 TEST_F(GraphTest, OwnedLaunchOutsideCaptureReleasesAfterItsRun) {
@@ -117,27 +117,26 @@ TEST_F(GraphTest, DefaultStreamCannotCaptureAndDoubleBeginFails) {
   NRT_ASSERT_OK(nrtGraphDestroy(graph));
 }
 
-TEST_F(GraphTest, SyncOnTheCapturingStreamInvalidatesTheCaptureAndLeavesTheStreamUsable) {
-  std::atomic<int> released{0};
+TEST_F(GraphTest, SyncOnTheCapturingStreamIsRefusedAndTheCaptureGoesOn) {
+  std::atomic<int> runs{0};
   NRT_ASSERT_OK(nrtStreamBeginCapture(stream_, NRT_CAPTURE_MODE_RELAXED));
-  NRT_ASSERT_OK(LaunchOwned(stream_, [] { return 0; }, &released));
+  NRT_ASSERT_OK(LaunchOwned(stream_, [&] { return runs.fetch_add(1), 0; }, nullptr));
   EXPECT_EQ(nrtStreamSynchronize(stream_), NRT_ERROR_CAPTURE_UNSUPPORTED);
-  EXPECT_NE(std::string(nrtGetRecentErrMsg()).find("capturing"), std::string::npos) << nrtGetRecentErrMsg();
+  const std::string message = nrtGetRecentErrMsg();
+  EXPECT_NE(message.find("capturing"), std::string::npos) << message;
+  EXPECT_NE(message.find("goes on"), std::string::npos) << message;
+  EXPECT_EQ(nrtStreamQuery(stream_), NRT_ERROR_CAPTURE_UNSUPPORTED);
   nrtCaptureStatus status = NRT_CAPTURE_STATUS_NONE;
   NRT_ASSERT_OK(nrtStreamGetCaptureInfo(stream_, &status, nullptr));
-  EXPECT_EQ(status, NRT_CAPTURE_STATUS_INVALIDATED);
-  // Later launches into the invalid capture are refused and their data released.
-  EXPECT_EQ(LaunchOwned(stream_, [] { return 0; }, &released), NRT_ERROR_CAPTURE_INVALIDATED);
-  EXPECT_EQ(released.load(), 1);
+  EXPECT_EQ(status, NRT_CAPTURE_STATUS_ACTIVE);
+  NRT_ASSERT_OK(LaunchOwned(stream_, [&] { return runs.fetch_add(10), 0; }, nullptr));
   nrtGraph_t graph = nullptr;
-  EXPECT_EQ(nrtStreamEndCapture(stream_, &graph), NRT_ERROR_CAPTURE_INVALIDATED);
-  EXPECT_NE(std::string(nrtGetRecentErrMsg()).find("nrtStreamSynchronize"), std::string::npos);
-  EXPECT_EQ(graph, nullptr);
-  EXPECT_EQ(released.load(), 2) << "an invalid capture releases what it recorded";
-  std::atomic<int> runs{0};
-  NRT_ASSERT_OK(LaunchOwned(stream_, [&] { return runs.fetch_add(1), 0; }, nullptr));
+  NRT_ASSERT_OK(nrtStreamEndCapture(stream_, &graph));
+  EXPECT_EQ(runs.load(), 0);
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
-  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(runs.load(), 11) << "both recorded tasks, before and after the refused call";
+  NRT_ASSERT_OK(nrtGraphDestroy(graph));
 }
 
 TEST_F(GraphTest, ModesDecideWhichOtherSynchronisingCallsAreRefused) {
@@ -147,14 +146,16 @@ TEST_F(GraphTest, ModesDecideWhichOtherSynchronisingCallsAreRefused) {
   std::thread([&] { other = nrtDeviceSynchronize(); }).join();
   EXPECT_EQ(other, NRT_ERROR_CAPTURE_UNSUPPORTED);
   nrtGraph_t graph = nullptr;
-  EXPECT_EQ(nrtStreamEndCapture(stream_, &graph), NRT_ERROR_CAPTURE_INVALIDATED);
+  NRT_ASSERT_OK(nrtStreamEndCapture(stream_, &graph));
+  NRT_ASSERT_OK(nrtGraphDestroy(graph));
 
   // Thread-local: other threads may synchronise, the capturing thread may not.
   NRT_ASSERT_OK(nrtStreamBeginCapture(stream_, NRT_CAPTURE_MODE_THREAD_LOCAL));
   std::thread([&] { other = nrtStreamSynchronize(side_); }).join();
   EXPECT_EQ(other, NRT_SUCCESS);
   EXPECT_EQ(nrtStreamSynchronize(side_), NRT_ERROR_CAPTURE_UNSUPPORTED);
-  EXPECT_EQ(nrtStreamEndCapture(stream_, &graph), NRT_ERROR_CAPTURE_INVALIDATED);
+  NRT_ASSERT_OK(nrtStreamEndCapture(stream_, &graph));
+  NRT_ASSERT_OK(nrtGraphDestroy(graph));
 
   // Relaxed: only the capturing stream itself is off limits.
   NRT_ASSERT_OK(nrtStreamBeginCapture(stream_, NRT_CAPTURE_MODE_RELAXED));
@@ -188,11 +189,12 @@ TEST_F(GraphTest, ForkedStreamsJoinTheCaptureAndMustJoinBack) {
   NRT_ASSERT_OK(nrtEventCreate(&join));
   std::vector<std::string> order;
   nrtGraph_t graph = nullptr;
-  // A captured event has not happened: querying it is refused (and invalidates the capture).
+  // A captured event has not happened: querying it is refused.
   NRT_ASSERT_OK(nrtStreamBeginCapture(stream_, NRT_CAPTURE_MODE_RELAXED));
   NRT_ASSERT_OK(nrtEventRecord(fork, stream_));
   EXPECT_EQ(nrtEventQuery(fork), NRT_ERROR_CAPTURE_UNSUPPORTED);
-  EXPECT_EQ(nrtStreamEndCapture(stream_, &graph), NRT_ERROR_CAPTURE_INVALIDATED);
+  NRT_ASSERT_OK(nrtStreamEndCapture(stream_, &graph));
+  NRT_ASSERT_OK(nrtGraphDestroy(graph));
   NRT_EXPECT_OK(nrtEventQuery(fork)) << "once its capture is over, the event counts as done";
   graph = Capture([&] {
     NRT_ASSERT_OK(LaunchOwned(stream_, [&] { order.push_back("a"); return 0; }, nullptr));
@@ -211,7 +213,7 @@ TEST_F(GraphTest, ForkedStreamsJoinTheCaptureAndMustJoinBack) {
   NRT_ASSERT_OK(nrtStreamGetCaptureInfo(side_, &status, nullptr));
   EXPECT_EQ(status, NRT_CAPTURE_STATUS_NONE) << "the capture's end releases forked streams";
   EXPECT_TRUE(order.empty());
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
   EXPECT_EQ(order, (std::vector<std::string>{"a", "side", "b"}));
   NRT_ASSERT_OK(nrtGraphDestroy(graph));
@@ -239,7 +241,8 @@ TEST_F(GraphTest, WaitingForAPendingEventFromBeforeTheCaptureIsRefused) {
   NRT_ASSERT_OK(nrtStreamBeginCapture(stream_, NRT_CAPTURE_MODE_GLOBAL));
   EXPECT_EQ(nrtStreamWaitEvent(stream_, before), NRT_ERROR_CAPTURE_UNSUPPORTED);
   nrtGraph_t graph = nullptr;
-  EXPECT_EQ(nrtStreamEndCapture(stream_, &graph), NRT_ERROR_CAPTURE_INVALIDATED);
+  NRT_ASSERT_OK(nrtStreamEndCapture(stream_, &graph));
+  NRT_ASSERT_OK(nrtGraphDestroy(graph));
   gate.Open();
   NRT_ASSERT_OK(nrtStreamSynchronize(side_));
   NRT_ASSERT_OK(nrtEventDestroy(before));
@@ -259,7 +262,7 @@ TEST_F(GraphTest, CopiesAndMemsetsReplayOnTheSameMemoryAndPageableCopiesAreRefus
   });
   ASSERT_NE(graph, nullptr);
   std::memset(pinned, 0, 64);
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
   EXPECT_EQ(static_cast<unsigned char*>(pinned)[63], 7);
   NRT_ASSERT_OK(nrtGraphDestroy(graph));
@@ -268,7 +271,8 @@ TEST_F(GraphTest, CopiesAndMemsetsReplayOnTheSameMemoryAndPageableCopiesAreRefus
   NRT_ASSERT_OK(nrtStreamBeginCapture(stream_, NRT_CAPTURE_MODE_GLOBAL));
   EXPECT_EQ(nrtMemcpyAsync(a, pageable, 64, NRT_MEMCPY_HOST_TO_DEVICE, stream_), NRT_ERROR_CAPTURE_UNSUPPORTED);
   EXPECT_NE(std::string(nrtGetRecentErrMsg()).find("pageable"), std::string::npos);
-  EXPECT_EQ(nrtStreamEndCapture(stream_, &graph), NRT_ERROR_CAPTURE_INVALIDATED);
+  NRT_ASSERT_OK(nrtStreamEndCapture(stream_, &graph));
+  NRT_ASSERT_OK(nrtGraphDestroy(graph));
   NRT_ASSERT_OK(nrtFree(a));
   NRT_ASSERT_OK(nrtFree(b));
   NRT_ASSERT_OK(nrtFreeHost(pinned));
@@ -297,7 +301,7 @@ TEST_F(GraphTest, KernelsReplayEveryBlockAndReleaseTheirArgumentsWithTheGraph) {
         }));
   });
   ASSERT_NE(graph, nullptr);
-  for (int i = 0; i < 3; ++i) NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  for (int i = 0; i < 3; ++i) NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
   EXPECT_EQ(hits, (std::vector<int>{3, 3, 3, 3}));
   EXPECT_EQ(destroyed.load(), 0);
@@ -315,7 +319,7 @@ TEST_F(GraphTest, AFailingTaskEndsTheReplayAndIsReportedWithItsPlace) {
     }, nullptr, "broken_op"));
     NRT_ASSERT_OK(LaunchOwned(stream_, [&] { return after.fetch_add(1), 0; }, nullptr, "third_op"));
   });
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   EXPECT_EQ(nrtStreamSynchronize(stream_), NRT_ERROR_TASK_FAILED);
   const std::string message = nrtGetRecentErrMsg();
   EXPECT_NE(message.find("bad operand"), std::string::npos) << message;
@@ -325,17 +329,27 @@ TEST_F(GraphTest, AFailingTaskEndsTheReplayAndIsReportedWithItsPlace) {
   NRT_ASSERT_OK(nrtGraphDestroy(graph));
 }
 
-TEST_F(GraphTest, TasksSeeTheirReplaySeed) {
-  std::vector<uint64_t> seeds;
+TEST_F(GraphTest, SlotSeedsBecomeTheReplaysSeeds) {
+  std::vector<uint64_t> seen;
+  const uint64_t plain = 12345;
   nrtGraph_t graph = Capture([&] {
-    NRT_ASSERT_OK(LaunchOwned(stream_, [&] { seeds.push_back(nrtGraphReplaySeed()); return 0; }, nullptr));
+    NRT_ASSERT_OK(LaunchOwned(stream_, [&] {
+      seen.push_back(nrtReplaySeeded(NRT_REPLAY_SEED_SLOT(0)));
+      seen.push_back(nrtReplaySeeded(NRT_REPLAY_SEED_SLOT(1)));
+      seen.push_back(nrtReplaySeeded(plain));
+      return 0;
+    }, nullptr));
   });
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 11));
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 22));
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  const uint64_t first[2] = {11, 22};
+  const uint64_t second[2] = {33, 44};
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, first, 2));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, second, 2));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
-  EXPECT_EQ(seeds, (std::vector<uint64_t>{11, 22, 0}));
-  EXPECT_EQ(nrtGraphReplaySeed(), 0u);
+  EXPECT_EQ(seen, (std::vector<uint64_t>{11, 22, plain, 33, 44, plain, NRT_REPLAY_SEED_SLOT(0),
+                                         NRT_REPLAY_SEED_SLOT(1), plain}));
+  EXPECT_EQ(nrtReplaySeeded(NRT_REPLAY_SEED_SLOT(0)), NRT_REPLAY_SEED_SLOT(0)) << "outside replays: unchanged";
+  EXPECT_EQ(nrtGraphLaunch(graph, stream_, nullptr, 3), NRT_ERROR_INVALID_VALUE);
   NRT_ASSERT_OK(nrtGraphDestroy(graph));
 }
 
@@ -370,7 +384,7 @@ TEST_F(GraphTest, TaskGroupsAreReplacedByUpdatesInStreamOrder) {
   size_t count = 0;
   NRT_ASSERT_OK(nrtGraphGetNodeCount(graph, &count));
   EXPECT_EQ(count, 3u) << "a group is one task of its graph";
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 9}));
 
@@ -381,7 +395,7 @@ TEST_F(GraphTest, TaskGroupsAreReplacedByUpdatesInStreamOrder) {
   NRT_ASSERT_OK(nrtStreamEndTaskUpdate(side_));
   NRT_ASSERT_OK(nrtStreamSynchronize(side_));
   seen.clear();
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
   EXPECT_EQ(seen, (std::vector<int>{0, 5, 9}));
   EXPECT_EQ(released.load(), 0);
@@ -405,7 +419,7 @@ TEST_F(GraphTest, ExternalEventsAreFlagsThatCapturedWaitsBlockOn) {
     NRT_ASSERT_OK(LaunchOwned(stream_, [&] { return runs.fetch_add(1), 0; }, nullptr));
   });
   ASSERT_NE(graph, nullptr);
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_EQ(runs.load(), 0) << "the replay waits for the flag";
   EXPECT_EQ(nrtStreamQuery(stream_), NRT_ERROR_NOT_READY);
@@ -414,7 +428,7 @@ TEST_F(GraphTest, ExternalEventsAreFlagsThatCapturedWaitsBlockOn) {
   EXPECT_EQ(runs.load(), 1);
   EXPECT_EQ(nrtEventQuery(flag), NRT_ERROR_NOT_READY) << "the replay reset it";
   NRT_ASSERT_OK(nrtEventRecord(flag, side_));
-  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, 0));
+  NRT_ASSERT_OK(nrtGraphLaunch(graph, stream_, nullptr, 0));
   NRT_ASSERT_OK(nrtStreamSynchronize(stream_));
   EXPECT_EQ(runs.load(), 2);
   nrtEvent_t plain = nullptr;

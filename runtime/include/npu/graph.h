@@ -16,11 +16,11 @@ extern "C" {
 typedef struct nrtGraphImpl* nrtGraph_t;
 
 // Which calls a capture forbids, as CUDA defines the modes. A synchronising call (nrtStreamSynchronize,
-// nrtDeviceSynchronize, nrtEventSynchronize, nrtMemcpy) is refused with NRT_ERROR_CAPTURE_UNSUPPORTED
-// and invalidates the capture when made: under GLOBAL, from any thread while the capture lasts; under
-// THREAD_LOCAL, from the capturing thread; under RELAXED, never (only calls on the capturing streams
-// themselves are refused). A thread whose own mode (nrtThreadExchangeCaptureMode) is RELAXED may
-// always make them.
+// nrtDeviceSynchronize, nrtEventSynchronize, nrtMemcpy) is refused with NRT_ERROR_CAPTURE_UNSUPPORTED:
+// under GLOBAL, from any thread while the capture lasts; under THREAD_LOCAL, from the capturing thread;
+// under RELAXED, never (only calls on the capturing streams themselves are refused). A thread whose own
+// mode (nrtThreadExchangeCaptureMode) is RELAXED may always make them. As on Ascend (unlike CUDA), a
+// refused call does nothing and the capture goes on: what was recorded stays valid.
 typedef enum {
   NRT_CAPTURE_MODE_GLOBAL = 0,
   NRT_CAPTURE_MODE_THREAD_LOCAL = 1,
@@ -32,7 +32,6 @@ typedef enum {
 typedef enum {
   NRT_CAPTURE_STATUS_NONE = 0,         // not capturing
   NRT_CAPTURE_STATUS_ACTIVE = 1,       // capturing
-  NRT_CAPTURE_STATUS_INVALIDATED = 2,  // capturing, but a refused call invalidated it: end it
   NRT_CAPTURE_STATUS_RANGE_MIN_ = -0x7fffffff - 1,
   NRT_CAPTURE_STATUS_RANGE_MAX_ = 0x7fffffff,
 } nrtCaptureStatus;
@@ -44,9 +43,8 @@ typedef enum {
 // the capture ends. Work launched before the call is not part of the graph.
 NRT_API nrtError_t nrtStreamBeginCapture(nrtStream_t stream, nrtCaptureMode mode);
 // Ends the capture begun on `stream` and returns its graph (the caller destroys it). Fails with
-// NRT_ERROR_CAPTURE_INVALIDATED, naming the call that broke it, if the capture was invalidated, and
-// with NRT_ERROR_CAPTURE_UNSUPPORTED if a forked stream was not joined back; either way the capture
-// is over, its recorded work released and every stream usable again.
+// NRT_ERROR_CAPTURE_UNSUPPORTED if a forked stream was not joined back; the capture is then over, its
+// recorded work released and every stream usable again.
 NRT_API nrtError_t nrtStreamEndCapture(nrtStream_t stream, nrtGraph_t* graph);
 // The capture status of `stream` and, while capturing, its capture's id (unique in the process).
 NRT_API nrtError_t nrtStreamGetCaptureInfo(nrtStream_t stream, nrtCaptureStatus* status, uint64_t* capture_id);
@@ -54,23 +52,18 @@ NRT_API nrtError_t nrtStreamGetCaptureInfo(nrtStream_t stream, nrtCaptureStatus*
 NRT_API nrtError_t nrtThreadExchangeCaptureMode(nrtCaptureMode* mode);
 
 // Queues one replay of the graph on `stream` (any stream of the graph's device): its recorded tasks
-// run in capture order as one task, on the same memory and arguments. Random kernels mix
-// `replay_seed` into the seeds they were captured with (nrtGraphReplaySeed), so that each replay
-// draws fresh numbers; 0 replays their captured seeds. A failing task ends the replay and fails the
-// stream (reported at the next sync, naming the task and its place in the graph).
-NRT_API nrtError_t nrtGraphLaunch(nrtGraph_t graph, nrtStream_t stream, uint64_t replay_seed);
-// Inside a task of a replay: its replay_seed; 0 elsewhere.
-NRT_API uint64_t nrtGraphReplaySeed(void);
-// The seed a random kernel uses: its captured `seed` unchanged outside replays, else mixed with the
-// replay's seed (splitmix64), so that every replay draws different numbers.
-static inline uint64_t nrtReplaySeeded(uint64_t seed) {
-  uint64_t z = nrtGraphReplaySeed();
-  if (z == 0) return seed;
-  z = seed ^ (z + 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+// run in capture order as one task, on the same memory and arguments. A failing task ends the replay
+// and fails the stream (reported at the next sync, naming the task and its place in the graph).
+// Random kernels take their seeds from `replay_seeds` (count entries, copied): a capture gives each
+// random op the seed NRT_REPLAY_SEED_SLOT(i) instead of a drawn one, and during a replay
+// nrtReplaySeeded() turns that into replay_seeds[i], so that every replay draws what eager execution
+// would (the caller draws them from its generators per replay). NULL / 0: seeds stay as captured.
+NRT_API nrtError_t nrtGraphLaunch(nrtGraph_t graph, nrtStream_t stream, const uint64_t* replay_seeds, size_t count);
+#define NRT_REPLAY_SEED_SLOT_BASE 0xA5A5A5A500000000ULL
+#define NRT_REPLAY_SEED_SLOT(i) (NRT_REPLAY_SEED_SLOT_BASE + (uint64_t)(i))
+// The seed a random kernel uses: in a replay, a slot seed NRT_REPLAY_SEED_SLOT(i) becomes the
+// replay's seed i; any other seed (and every seed outside replays) is returned unchanged.
+NRT_API uint64_t nrtReplaySeeded(uint64_t seed);
 // Releases the graph's recorded work (queued replays still complete first).
 NRT_API nrtError_t nrtGraphDestroy(nrtGraph_t graph);
 NRT_API nrtError_t nrtGraphGetNodeCount(nrtGraph_t graph, size_t* count);

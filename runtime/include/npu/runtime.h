@@ -32,7 +32,6 @@ typedef enum {
   NRT_ERROR_TASK_TIMEOUT = 11,        // a task ran longer than NPU_SIM_TASK_TIMEOUT (watchdog)
   NRT_ERROR_DEVICE_LOST = 12,         // the device is lost (injected); every later call on it fails
   NRT_ERROR_CAPTURE_UNSUPPORTED = 13,  // the call is not allowed while a stream captures (npu/graph.h)
-  NRT_ERROR_CAPTURE_INVALIDATED = 14,  // the capture was invalidated by an earlier call (npu/graph.h)
   // The two bounds make every int32 a value of the type (here and in the enums below): callers may
   // pass codes this library does not know, and C++ must be able to hold them to refuse them.
   NRT_ERROR_RANGE_MIN_ = -0x7fffffff - 1,
