@@ -185,14 +185,14 @@ def _cycles_row(cycles: int) -> list:
     for _ in range(max(10, cycles // 100)):
         cycle()
     gc.collect()
-    torch.npu.empty_cache()
+    sync("npu")
+    # No empty_cache(): each cycle's pool must give its memory back by itself.
     rss_warm, reserved_warm = rss_bytes(), torch.npu.memory_reserved()
     start = time.perf_counter()
     for _ in range(cycles):
         cycle()
     seconds = time.perf_counter() - start
     gc.collect()
-    torch.npu.empty_cache()
     sync("npu")
     rss_end, reserved_end = rss_bytes(), torch.npu.memory_reserved()
     growth = 100.0 * (rss_end - rss_warm) / rss_warm

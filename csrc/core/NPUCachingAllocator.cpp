@@ -161,9 +161,15 @@ void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
   allocator().device(device).endAllocateToPool(id);
 }
 
-void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) { allocator().device(device).releasePool(id); }
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t id, bool release_now) {
+  allocator().device(device).releasePool(id, release_now);
+}
 
 int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) { return allocator().device(device).poolUseCount(id); }
+
+bool hasDeadPools(c10::DeviceIndex device) { return allocator().device(device).hasDeadPools(); }
+
+void releaseDeadPools(c10::DeviceIndex device) { allocator().device(device).releaseDeadPools(); }
 
 void endTrainingStep() {
   allocator().forEachStarted([](DeviceCachingAllocator& device) { device.endStep(); });

@@ -37,8 +37,11 @@ std::string memorySummary(c10::DeviceIndex device);
 void retainPool(c10::DeviceIndex device, c10::MempoolId_t id);
 void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, std::function<bool(nrtStream_t)> filter);
 void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
-void releasePool(c10::DeviceIndex device, c10::MempoolId_t id);
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t id, bool release_now = false);
 int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id);
+// Pools without users that still hold memory, and giving back their free memory (after a device sync).
+bool hasDeadPools(c10::DeviceIndex device);
+void releaseDeadPools(c10::DeviceIndex device);
 
 // The end of a training step (torch_npu calls it after every optimizer step). With expandable
 // segments, each device's step planner plans the next steps' addresses from the step just ended.

@@ -69,13 +69,18 @@ class DeviceCachingAllocator {
   // pool is routed (beginAllocateToPool), allocations whose stream passes `filter` come from the
   // pool's own segments, whose blocks carry the pool's token where a stream would be: nothing else
   // reuses them, and emptying the cache leaves them mapped while the pool has users. The pool is
-  // created (or gains a user) with its first route or retainPool; releasePool drops a user, and a
-  // pool without users gives its free memory back at the next emptying of the cache.
+  // created (or gains a user) with its first route or retainPool; releasePool drops a user. A pool
+  // without users gives its free memory back: at once with `release_now` (the caller synchronised the
+  // device, so no queued replay can touch it), else at the next emptying of the cache.
   void retainPool(c10::MempoolId_t id);
   void beginAllocateToPool(c10::MempoolId_t id, std::function<bool(nrtStream_t)> filter);
   void endAllocateToPool(c10::MempoolId_t id);
-  void releasePool(c10::MempoolId_t id);
+  void releasePool(c10::MempoolId_t id, bool release_now = false);
   int poolUseCount(c10::MempoolId_t id);
+  // Pools without users that still hold memory (a graph's outputs freed after its reset) give back
+  // their free memory; the caller synchronised the device. True if there were any.
+  bool hasDeadPools();
+  void releaseDeadPools();
   // Forgets an earlier recordStream: the block is reused after its free without waiting for `stream`.
   void eraseStream(Block* block, nrtStream_t stream);
   void emptyCache();
@@ -123,11 +128,13 @@ class DeviceCachingAllocator {
   // Private pools (NPUPrivatePools.cpp), under the lock.
   nrtStream_t routeToPool(nrtStream_t stream);
   bool inLivePool(const Block* block) const;
+  void releasePoolMemory(nrtStream_t token);
   struct PrivatePool {
     nrtStream_t token;  // what the pool's blocks carry as their stream
     int use_count = 0;
   };
   PrivatePool& poolFor(c10::MempoolId_t id);
+  void forgetIfEmpty(std::map<c10::MempoolId_t, PrivatePool>::iterator pool);
 
   // Expandable segments (NPUExpandableSegments.cpp).
   Block* growExpandable(BlockPool& pool, nrtStream_t stream, size_t size,

@@ -133,6 +133,12 @@ void NPUGraph::captureBegin(c10::MempoolId_t pool, nrtCaptureMode mode) {
   device_ = stream.device_index();
   capture_stream_ = stream.handle();
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+  if (!anyCaptureUnderway() && NPUCachingAllocator::hasDeadPools(device_)) {
+    // Graphs reset before their outputs were freed left memory in pools nobody replays: give it back
+    // now, while a sync is still allowed (a capture cannot reuse it, and could not sync for it later).
+    NPU_CHECK(nrtDeviceSynchronize());
+    NPUCachingAllocator::releaseDeadPools(device_);
+  }
   NPU_CHECK(nrtStreamBeginCapture(capture_stream_, mode));
   nrtCaptureStatus status = NRT_CAPTURE_STATUS_NONE;
   NPU_CHECK(nrtStreamGetCaptureInfo(capture_stream_, &status, &capture_id_));
@@ -221,7 +227,16 @@ void NPUGraph::reset() {
     graph_ = nullptr;
   }
   if (pool_held_) {
-    NPUCachingAllocator::releasePool(device_, mempool_id_);
+    // The last graph of a pool gives its memory back at once, once no queued replay can touch it
+    // (a device sync); while some capture is underway no sync is allowed, and the memory waits for
+    // the next emptying of the cache.
+    const bool release_now =
+        !anyCaptureUnderway() && NPUCachingAllocator::poolUseCount(device_, mempool_id_) == 1;
+    if (release_now) {
+      c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+      NPU_CHECK(nrtDeviceSynchronize());
+    }
+    NPUCachingAllocator::releasePool(device_, mempool_id_, release_now);
     pool_held_ = false;
   }
 }

@@ -48,11 +48,60 @@ void DeviceCachingAllocator::endAllocateToPool(c10::MempoolId_t id) {
                      pool_routes_.end());
 }
 
-void DeviceCachingAllocator::releasePool(c10::MempoolId_t id) {
+void DeviceCachingAllocator::releasePool(c10::MempoolId_t id, bool release_now) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = private_pools_.find(id);
   if (it == private_pools_.end() || it->second.use_count == 0) return;
-  --it->second.use_count;
+  if (--it->second.use_count > 0 || !release_now) return;
+  releasePoolMemory(it->second.token);
+  forgetIfEmpty(it);
+}
+
+void DeviceCachingAllocator::forgetIfEmpty(std::map<c10::MempoolId_t, PrivatePool>::iterator pool) {
+  for (const auto& segment : segments_) {
+    if (segment->stream == pool->second.token) return;  // blocks still held (a graph's outputs)
+  }
+  pool_of_token_.erase(pool->second.token);
+  private_pools_.erase(pool);
+}
+
+bool DeviceCachingAllocator::hasDeadPools() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [id, pool] : private_pools_) {
+    if (pool.use_count == 0) return true;
+  }
+  return false;
+}
+
+void DeviceCachingAllocator::releaseDeadPools() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = private_pools_.begin(); it != private_pools_.end();) {
+    auto next = std::next(it);
+    if (it->second.use_count == 0) {
+      releasePoolMemory(it->second.token);
+      forgetIfEmpty(it);
+    }
+    it = next;
+  }
+}
+
+// Under the lock, with the device synchronised: the free memory of a pool without users.
+void DeviceCachingAllocator::releasePoolMemory(nrtStream_t token) {
+  for (BlockPool* pool : {&small_, &large_, &expandable_}) {
+    std::vector<Block*> free_blocks;
+    for (auto b = pool->blocks.lower_bound(BlockKey{token, 0, nullptr});
+         b != pool->blocks.end() && (*b)->stream == token; ++b) {
+      free_blocks.push_back(*b);
+    }
+    for (Block* block : free_blocks) {
+      if (block->segment->expandable) {
+        unmapFreePages(block);  // releases the range once nothing in it is mapped
+      } else if (!block->is_split()) {
+        pool->blocks.erase(block);
+        releaseSegment(block->segment);
+      }
+    }
+  }
 }
 
 int DeviceCachingAllocator::poolUseCount(c10::MempoolId_t id) {
