@@ -208,8 +208,8 @@ def _cycles_row(cycles: int) -> list:
 
 
 def run(quick: bool = False) -> list:
-    repeats, inner, tokens, cycles = (3, 20, 16, 200) if quick else (5, 200, 48, 10_000)
-    return ([_replay_row(repeats, inner), _reduce_overhead_row(repeats, inner), _decode_row(repeats, tokens)] +
+    repeats, inner, tokens, cycles = (3, 20, 16, 200) if quick else (7, 200, 48, 10_000)
+    return ([_replay_row(repeats, inner), _decode_row(repeats, tokens), _reduce_overhead_row(repeats, inner)] +
             _cycles_row(cycles))
 
 

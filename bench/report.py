@@ -179,7 +179,7 @@ def _chart_points(rows):
     """Speed rows as 'npu speed relative to the reference' (higher is better) and their targets."""
     speed, alloc = [], []
     for r in rows:
-        if r["target"] is None or r["ratio"] is None or r["section"] == "long_runs":
+        if r["target"] is None or r["ratio"] is None or r["section"] == "long_runs" or ".cycles_" in r["key"]:
             continue  # long-run rows are growths against a target of 0, not ratios to draw
         if r["section"] == "allocator":
             label = r["name"].replace(": device segment allocations per step after warm-up", ": segments/step")

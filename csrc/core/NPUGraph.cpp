@@ -16,6 +16,7 @@
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUGenerator.h"
 #include "csrc/core/NPUStream.h"
+#include "csrc/core/NPUThreadTeams.h"
 
 namespace c10_npu {
 namespace {
@@ -202,6 +203,7 @@ void NPUGraph::captureEnd() {
 
 void NPUGraph::replay() {
   TORCH_CHECK(graph_ != nullptr, "NPUGraph::replay() called without a preceding successful capture");
+  noteDeviceLaunch();  // like any launch: this thread stops computing, its OpenMP team goes
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
   // The captured random ops' seeds: each generator's next draws, in the order eager would make them.
   std::vector<uint64_t> seeds(slots_.size());
