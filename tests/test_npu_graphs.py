@@ -405,7 +405,7 @@ def test_graph_handlers_register_user_ops():
     class MyHandler(torch.npu.NpuGraphOpHandler):
         UPDATE_SPECS = {"my_graph_op.default": [("arg", 1, "scale")]}
 
-    from torch_npu.npu.graph_handlers import _NPU_GRAPH_OP_HANDLERS
+    from torch_npu.npu._npugraph_handlers.npugraph_handler import _NPU_GRAPH_OP_HANDLERS
     assert _NPU_GRAPH_OP_HANDLERS["my_graph_op.default"] is MyHandler
     with pytest.raises(TypeError):
         torch.npu.register_npu_graph_handler("x")(object)

@@ -39,6 +39,18 @@ uint64_t currentCaptureId() {
 
 }  // namespace
 
+void releasePoolUser(c10::DeviceIndex device, c10::MempoolId_t id) {
+  // The last user gives the pool's memory back at once, once no queued work can touch it (a device
+  // sync); while some capture is underway no sync is allowed, and the memory waits for the next
+  // capture or emptying of the cache.
+  const bool release_now = !anyCaptureUnderway() && NPUCachingAllocator::poolUseCount(device, id) == 1;
+  if (release_now) {
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+    NPU_CHECK(nrtDeviceSynchronize());
+  }
+  NPUCachingAllocator::releasePool(device, id, release_now);
+}
+
 c10::MempoolId_t graphPoolHandle() { return {0, g_next_pool.fetch_add(1)}; }
 
 bool anyCaptureUnderway() { return g_captures.load(std::memory_order_relaxed) > 0; }
@@ -229,17 +241,8 @@ void NPUGraph::reset() {
     graph_ = nullptr;
   }
   if (pool_held_) {
-    // The last graph of a pool gives its memory back at once, once no queued replay can touch it
-    // (a device sync); while some capture is underway no sync is allowed, and the memory waits for
-    // the next emptying of the cache.
-    const bool release_now =
-        !anyCaptureUnderway() && NPUCachingAllocator::poolUseCount(device_, mempool_id_) == 1;
-    if (release_now) {
-      c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
-      NPU_CHECK(nrtDeviceSynchronize());
-    }
-    NPUCachingAllocator::releasePool(device_, mempool_id_, release_now);
     pool_held_ = false;
+    releasePoolUser(device_, mempool_id_);
   }
 }
 

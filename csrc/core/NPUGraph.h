@@ -19,6 +19,8 @@ namespace c10_npu {
 
 // A fresh id for a memory pool that graphs share (torch.npu.graph_pool_handle()).
 c10::MempoolId_t graphPoolHandle();
+// Drops one user of a private pool (a graph's reset, a MemPool's end); see NPUGraph.cpp.
+void releasePoolUser(c10::DeviceIndex device, c10::MempoolId_t id);
 // True while any NPUGraph of this process is capturing: launch policies that synchronise after each
 // op (TASK_QUEUE_ENABLE=0, ASCEND_LAUNCH_BLOCKING=1, SyncLaunchStream) queue instead meanwhile.
 bool anyCaptureUnderway();

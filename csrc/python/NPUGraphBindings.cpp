@@ -146,7 +146,7 @@ void initNPUGraphBindings(py::module& m) {
     c10_npu::NPUCachingAllocator::endAllocateToPool(c10_npu::checked_device_index(device), poolId(pool));
   });
   m.def("_npu_releasePool", [](int64_t device, std::tuple<uint64_t, uint64_t> pool) {
-    c10_npu::NPUCachingAllocator::releasePool(c10_npu::checked_device_index(device), poolId(pool));
+    c10_npu::releasePoolUser(c10_npu::checked_device_index(device), poolId(pool));
   });
   m.def("_npu_poolUseCount", [](int64_t device, std::tuple<uint64_t, uint64_t> pool) {
     return c10_npu::NPUCachingAllocator::poolUseCount(c10_npu::checked_device_index(device), poolId(pool));

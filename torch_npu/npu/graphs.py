@@ -10,7 +10,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch_npu import _C
-from torch_npu.npu.graph_handlers import _NPU_GRAPH_OP_HANDLERS, NpuGraphOpHandler, register_npu_graph_handler
+from torch_npu.npu._npugraph_handlers.npugraph_handler import (
+    _NPU_GRAPH_OP_HANDLERS,
+    NpuGraphOpHandler,
+    register_npu_graph_handler,
+)
 from torch_npu.npu.streams import Stream, current_stream, stream as _stream_ctx
 
 __all__ = [

@@ -8,7 +8,9 @@ compute with the new values into the same outputs.
 
 A handler is a class of classmethods (no instances), registered for the op names its calls dispatch
 as (``func.__name__``: "npu_fused_infer_attention_score.default", ...). ``UPDATE_SPECS`` maps an op
-name to the (place, index or name, update key) triples ``update_args`` applies.
+name to the (place, where, update key) triples ``update_args`` applies: ("arg", i, key) is the op
+schema's i-th argument (passed positionally or, for keyword-only ones, by name), ("kwarg", name, key)
+a keyword argument.
 """
 
 import copy
@@ -42,12 +44,15 @@ class NpuGraphOpHandler:
     @classmethod
     def update_args(cls, dispatch_record, update_input):
         """Writes the values of ``update_input`` into the recorded args / kwargs named by UPDATE_SPECS."""
+        schema = dispatch_record.op_cache_entry._schema.arguments
         for place, where, key in cls.get_update_specs(dispatch_record.op_cache_entry.__name__):
             if key not in update_input:
                 continue
             if place == "arg":
                 if where < len(dispatch_record.args):
                     dispatch_record.args[where] = update_input[key]
+                elif where < len(schema):  # a keyword-only argument (dispatch passes those by name)
+                    dispatch_record.kwargs[schema[where].name] = update_input[key]
             elif place == "kwarg":
                 dispatch_record.kwargs[where] = update_input[key]
             else:
@@ -80,8 +85,8 @@ def register_npu_graph_handler(op_names):
     return register
 
 
-_SEQ_LENGTH_SPECS = [("kwarg", "actual_seq_lengths", "actual_seq_lengths"),
-                     ("kwarg", "actual_seq_lengths_kv", "actual_seq_lengths_kv")]
+# Schema positions: query, key, value, pse_shift, atten_mask, actual_seq_lengths, actual_seq_lengths_kv.
+_SEQ_LENGTH_SPECS = [("arg", 5, "actual_seq_lengths"), ("arg", 6, "actual_seq_lengths_kv")]
 
 
 @register_npu_graph_handler(["npu_fused_infer_attention_score", "npu_fused_infer_attention_score.default",
@@ -92,8 +97,11 @@ class _AttentionSeqLengthsHandler(NpuGraphOpHandler):
 
     UPDATE_SPECS = {
         **{name: _SEQ_LENGTH_SPECS for name in (
-            "npu_fused_infer_attention_score", "npu_fused_infer_attention_score.default",
+            "npu_fused_infer_attention_score", "npu_fused_infer_attention_score.default")},
+        **{name: [("kwarg", "actual_seq_lengths", "actual_seq_lengths"),
+                  ("kwarg", "actual_seq_lengths_kv", "actual_seq_lengths_kv")] for name in (
             "npu_prompt_flash_attention", "npu_prompt_flash_attention.default")},
-        **{name: _SEQ_LENGTH_SPECS[:1] for name in (
+        # npu_incre_flash_attention(query, key, value, *, padding_mask, atten_mask, actual_seq_lengths, ...)
+        **{name: [("kwarg", "actual_seq_lengths", "actual_seq_lengths")] for name in (
             "npu_incre_flash_attention", "npu_incre_flash_attention.default")},
     }
