@@ -455,3 +455,30 @@ def test_generators_in_captures():
             torch.npu.manual_seed(torch.npu.initial_seed() + 1)
     with pytest.raises(ValueError, match="npu generator"):
         torch.npu.NPUGraph().register_generator_state(torch.Generator())
+
+
+def test_profiler_shows_replayed_ops_inside_the_graph_launch(tmp_path):
+    import glob
+    import json
+
+    import torch_npu
+
+    x = torch.randn(64, device="npu")
+    g, _ = capture(lambda: torch.relu(x * 2 + 1))
+    prof = torch_npu.profiler.profile(
+        activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
+        on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(str(tmp_path)))
+    prof.start()
+    g.replay()
+    torch.npu.synchronize()
+    prof.stop()
+    (trace,) = glob.glob(str(tmp_path / "**" / "trace_view.json"), recursive=True)
+    events = json.load(open(trace))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    spans = [e for e in events if e.get("ph") == "X"]
+    (launch,) = [e for e in spans if str(e.get("name", "")).startswith("graph launch")]
+    ops = [e for e in spans if e.get("name") in ("aclnnMuls", "aclnnAdds", "aclnnRelu")]
+    assert sorted(e["name"] for e in ops) == ["aclnnAdds", "aclnnMuls", "aclnnRelu"]
+    for op in ops:  # inside the launch's span
+        assert float(launch["ts"]) <= float(op["ts"]) + 1e-3
+        assert float(op["ts"]) + float(op["dur"]) <= float(launch["ts"]) + float(launch["dur"]) + 1e-3
