@@ -482,3 +482,31 @@ def test_profiler_shows_replayed_ops_inside_the_graph_launch(tmp_path):
     for op in ops:  # inside the launch's span
         assert float(launch["ts"]) <= float(op["ts"]) + 1e-3
         assert float(op["ts"]) + float(op["dur"]) <= float(launch["ts"]) + float(launch["dur"]) + 1e-3
+
+
+def test_super_kernel_scopes_make_their_tasks_one_task_of_the_graph(tmp_path):
+    x = torch.randn(16, device="npu")
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        torch.npu.super_kernel_scope_begin("outer")
+        a = x * 2
+        torch.npu.super_kernel_scope_begin("inner")
+        b = a + 1
+        torch.npu.super_kernel_scope_end("inner")
+        c = torch.relu(b)
+        torch.npu.super_kernel_scope_end("outer")
+        d = c - 1
+    assert g._task_count() == 2  # the outer scope, then the subtraction
+    g.replay()
+    torch.testing.assert_close(d.cpu(), torch.relu(x.cpu() * 2 + 1) - 1)
+    with pytest.raises(RuntimeError, match="non-blank"):
+        torch.npu.super_kernel_scope_begin("   ")
+    with pytest.raises(RuntimeError, match="without a matching"):
+        torch.npu.super_kernel_scope_end()
+    g.super_kernel_optimize(optimize_options={"stream_fusion": 1, "dcci_before_kernel_start": ["k"],
+                                              "aggressive_opt_strategies": {"event_breaker_bypass": 1}},
+                            debug_options={"debug_sync_all": 0})
+    for bad in ("invalid", {"invalid_key": 1}, {"stream_fusion": "x"}, {"dcci_after_kernel_end": ["ok", None]},
+                {"aggressive_opt_strategies": {"nope": 1}}):
+        with pytest.raises(RuntimeError):
+            g.super_kernel_optimize(optimize_options=bad)

@@ -208,6 +208,8 @@ from torch_npu.npu.graphs import (  # noqa: E402
     graph_task_update_begin,
     graph_task_update_end,
     register_npu_graph_handler,
+    super_kernel_scope_begin,
+    super_kernel_scope_end,
     is_current_stream_capturing,
     make_graphed_callables,
 )

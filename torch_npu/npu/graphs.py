@@ -29,6 +29,8 @@ __all__ = [
     "is_current_stream_capturing",
     "make_graphed_callables",
     "register_npu_graph_handler",
+    "super_kernel_scope_begin",
+    "super_kernel_scope_end",
 ]
 
 
@@ -67,6 +69,89 @@ def graph_task_update_end(stream):
     """Ends the update on ``stream`` and queues the swap there: replays ordered after it (wait for
     the stream, or an ExternalEvent recorded on it) run the new tasks."""
     _C._npu_graph_task_update_end(**_where(stream))
+
+
+# Super kernels: on Ascend hardware, the tasks of a scope (or of a whole graph, super_kernel_optimize)
+# are fused into one kernel launch. A replay on the software NPU already runs the whole graph as one
+# task; a scope makes its tasks one task of the graph too (a task group, which debug_dump and
+# profilers show as one).
+_scopes = {}  # stream key -> names of the open scopes on it (outermost first)
+
+
+def _check_scope_name(scope_name):
+    if scope_name is not None and (not isinstance(scope_name, str) or not scope_name.strip()):
+        raise RuntimeError(f"super kernel scope_name must be None or a non-blank string, got {scope_name!r}")
+
+
+def super_kernel_scope_begin(scope_name: typing.Optional[str] = None):
+    """Opens a super kernel scope on the current stream: while it captures, the tasks launched until the
+    matching super_kernel_scope_end become one task of the graph. Outside a capture it only checks."""
+    _check_scope_name(scope_name)
+    stream = current_stream()
+    key = (stream.device_index, stream.stream_id)
+    open_scopes = _scopes.setdefault(key, [])
+    if not open_scopes and is_current_stream_capturing():
+        graph_task_group_begin(stream)
+        open_scopes.append((scope_name, True))
+    else:
+        open_scopes.append((scope_name, False))
+
+
+def super_kernel_scope_end(scope_name: typing.Optional[str] = None):
+    """Closes the innermost super kernel scope of the current stream (named like its begin, if named)."""
+    _check_scope_name(scope_name)
+    stream = current_stream()
+    open_scopes = _scopes.get((stream.device_index, stream.stream_id))
+    if not open_scopes:
+        raise RuntimeError("super_kernel_scope_end without a matching super_kernel_scope_begin on this stream")
+    name, grouped = open_scopes[-1]
+    if scope_name is not None and name is not None and scope_name != name:
+        raise RuntimeError(f"super_kernel_scope_end({scope_name!r}) does not match the innermost open scope {name!r}")
+    open_scopes.pop()
+    if grouped:
+        graph_task_group_end(stream)
+
+
+_SUPER_KERNEL_OPTIONS = {
+    "optimize_options": {
+        "preload_code": int, "split_mode": int, "stream_fusion": int, "constant_codegen": int,
+        "auto_op_parallel": int, "opt_extend": str, "early_start": int,
+        "dcci_before_kernel_start": [str], "dcci_after_kernel_end": [str], "dcci_disable_on_kernel": [str],
+        "ubuf_lock_ignore_kernel": [str],
+        "aggressive_opt_strategies": {"event_breaker_bypass": int, "value_breaker_bypass": int,
+                                      "task_breaker_bypass": int},
+    },
+    "debug_options": {
+        "debug_sync_all": int, "debug_op_exec_trace": int, "debug_cross_core_sync_check": int,
+        "debug_extend": str, "debug_per_op_max_core_num": int,
+    },
+}
+
+
+def _check_super_kernel_options(kind, options):
+    if options is None:
+        return
+    if not isinstance(options, dict):
+        raise RuntimeError(f"{kind} must be a dict or None, got {type(options).__name__}")
+    schema = _SUPER_KERNEL_OPTIONS[kind]
+    for key, value in options.items():
+        if key not in schema:
+            raise RuntimeError(f"{kind}: unknown key {key!r} (known: {', '.join(sorted(schema))})")
+        expected = schema[key]
+        if isinstance(expected, list):  # a list of elements of that type
+            if not isinstance(value, list) or not all(isinstance(v, expected[0]) for v in value):
+                raise RuntimeError(f"{kind}[{key!r}] must be a list of {expected[0].__name__}, got {value!r}")
+        elif isinstance(expected, dict):  # a dict with these keys
+            if not isinstance(value, dict):
+                raise RuntimeError(f"{kind}[{key!r}] must be a dict, got {type(value).__name__}")
+            for sub_key, sub_value in value.items():
+                if sub_key not in expected:
+                    raise RuntimeError(f"{kind}[{key!r}]: unknown key {sub_key!r} (known: {', '.join(sorted(expected))})")
+                if not isinstance(sub_value, expected[sub_key]):
+                    raise RuntimeError(f"{kind}[{key!r}][{sub_key!r}] must be {expected[sub_key].__name__}, "
+                                       f"got {type(sub_value).__name__}")
+        elif not isinstance(value, expected):
+            raise RuntimeError(f"{kind}[{key!r}] must be {expected.__name__}, got {type(value).__name__}")
 
 
 @dataclasses.dataclass
@@ -188,6 +273,14 @@ class NPUGraph(_C._NPUGraph):
     def debug_dump(self, debug_path):
         """Writes the captured tasks, one per line, to ``debug_path``."""
         super().debug_dump(debug_path)
+
+    def super_kernel_optimize(self, optimize_options=None, debug_options=None):
+        """Ascend's whole-graph kernel fusion. A replay here already runs the whole graph as one task,
+        which is what the fusion buys on hardware; the options are checked (as upstream names and
+        types them) and kept in ``super_kernel_options``."""
+        _check_super_kernel_options("optimize_options", optimize_options)
+        _check_super_kernel_options("debug_options", debug_options)
+        self.super_kernel_options = {"optimize_options": optimize_options, "debug_options": debug_options}
 
     def instantiate(self):
         """Graphs are ready to replay when their capture ends; nothing left to do."""
