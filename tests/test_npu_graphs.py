@@ -510,3 +510,26 @@ def test_super_kernel_scopes_make_their_tasks_one_task_of_the_graph(tmp_path):
                 {"aggressive_opt_strategies": {"nope": 1}}):
         with pytest.raises(RuntimeError):
             g.super_kernel_optimize(optimize_options=bad)
+
+
+def test_reduce_overhead_replays_compiled_graphs_and_says_why_it_does_not():
+    from torch_npu.dynamo.npugraphs import npugraph_stats
+
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).npu().eval()
+    model.load_state_dict({k: v.npu() for k, v in cpu_model.state_dict().items()})
+    compiled = torch.compile(model, backend="npu", mode="reduce-overhead", dynamic=False)
+    npugraph_stats.reset()
+    with torch.no_grad():
+        for batch in (4, 4, 4, 4, 6, 6, 6):
+            x = torch.randn(batch, 8)
+            out = compiled(x.npu())
+            torch.testing.assert_close(out.cpu(), cpu_model(x), rtol=1e-4, atol=1e-5)
+        held = compiled(torch.ones(4, 8, device="npu"))
+        compiled(torch.zeros(4, 8, device="npu"))
+        torch.testing.assert_close(held.cpu(), cpu_model(torch.ones(4, 8)), rtol=1e-4, atol=1e-5)  # outputs are copies
+    assert npugraph_stats.recordings == 2  # one per input shape, recorded on its second call
+    assert npugraph_stats.replays >= 5
+    compiled(torch.randn(4, 8, device="npu"))  # grad mode on, parameters require grad: run ungraphed
+    assert any("autograd" in reason for reason in npugraph_stats.skipped), npugraph_stats.skipped
