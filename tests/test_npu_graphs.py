@@ -533,3 +533,50 @@ def test_reduce_overhead_replays_compiled_graphs_and_says_why_it_does_not():
     assert npugraph_stats.replays >= 5
     compiled(torch.randn(4, 8, device="npu"))  # grad mode on, parameters require grad: run ungraphed
     assert any("autograd" in reason for reason in npugraph_stats.skipped), npugraph_stats.skipped
+
+
+def test_npugraph_ex_and_npugraphs_backends(tmp_path):
+    from torch_npu.npu import npugraph_ex
+    from torch_npu.dynamo.npugraphs import npugraph_stats
+
+    def gelu_tanh(x):  # what a replacement rewrites
+        return torch.nn.functional.gelu(x, approximate="tanh")
+
+    def fn(x):
+        return gelu_tanh(x * 2) + 1
+
+    replaced = []
+
+    def search(x):
+        return torch.nn.functional.gelu(x, approximate="tanh")
+
+    def replace(x):
+        replaced.append(True)
+        return torch.nn.functional.gelu(x)  # erf form: a rewrite that shows in the result
+
+    npugraph_ex.register_replacement(search, replace, [torch.empty(8, device="npu")])
+    x = torch.randn(8)
+    npugraph_stats.reset()
+    with torch.no_grad():
+        compiled = torch.compile(fn, backend="npugraph_ex")
+        for _ in range(3):
+            out = compiled(x.npu())
+        torch.testing.assert_close(out.cpu(), torch.nn.functional.gelu(x * 2) + 1, rtol=1e-5, atol=1e-5)
+        assert replaced and npugraph_stats.replays >= 1
+        plain = torch.compile(lambda t: torch.relu(t) * 3, backend="npugraphs")
+        for _ in range(3):
+            y = plain(x.npu())
+        torch.testing.assert_close(y.cpu(), torch.relu(x) * 3)
+    # Scopes: core limits and determinism for what runs inside, restored after.
+    stream = torch.npu.current_stream()
+    before = torch.npu.get_stream_limit(stream)
+    with npugraph_ex.scope.limit_core_num(4, 2):
+        assert torch.npu.get_stream_limit(stream)["vector_core_num"] == 2
+    assert torch.npu.get_stream_limit(stream) == before
+    # The compile cache: a second compile of the same function loads what the first saved.
+    cached = npugraph_ex.inference.cache_compile(lambda t: t.sin() + t.cos(), cache_dir=str(tmp_path))
+    with torch.no_grad():
+        torch.testing.assert_close(cached(x.npu()).cpu(), x.sin() + x.cos())
+    assert (tmp_path / cached.cache_path.split("/")[-1]).exists()
+    text = npugraph_ex.inference.readable_cache(cached.cache_path, print_output=False)
+    assert "bytes" in text and "artifact" in text

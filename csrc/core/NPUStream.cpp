@@ -62,8 +62,8 @@ void forgetStreamsAfterFork() noexcept {
 NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
               "expected an npu stream, got a stream on ", stream.device());
-  TORCH_CHECK(stream.id() >= 0 && stream.id() <= kSyncLaunchStreamId, "invalid npu stream id ",
-              stream.id());
+  TORCH_CHECK(isValidStreamId(stream.id()), "invalid npu stream id ", stream.id(), " (npu stream ids are 0..",
+              kStreamPoolSize, ", ", kCommStreamId, " and ", kSyncLaunchStreamId, ")");
 }
 
 nrtStream_t NPUStream::handle() const {

@@ -8,10 +8,17 @@ namespace c10_npu {
 
 // Stream ids: 0 is the device's default stream, 1..kStreamPoolSize are pool streams,
 // kCommStreamId is the device's communication stream, kSyncLaunchStreamId its sync-launch stream
-// (torch.npu.SyncLaunchStream: every op launched on it has run when the launch returns).
+// (torch.npu.SyncLaunchStream: every op launched on it has run when the launch returns). The two
+// special streams carry the bit torch_npu marks its communication streams' ids with (32, the stream
+// pool's size there): code reading hccl stream ids (ProcessGroupHCCL._get_stream_id) tests it.
 constexpr int kStreamPoolSize = 8;
-constexpr int kCommStreamId = kStreamPoolSize + 1;
+constexpr int kSpecialStreamBit = 32;
+constexpr int kCommStreamId = kSpecialStreamBit | (kStreamPoolSize + 1);
 constexpr int kSyncLaunchStreamId = kCommStreamId + 1;
+// True for the ids above.
+constexpr bool isValidStreamId(int64_t id) {
+  return (id >= 0 && id <= kStreamPoolSize) || id == kCommStreamId || id == kSyncLaunchStreamId;
+}
 
 class NPUStream {
  public:

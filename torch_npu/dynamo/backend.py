@@ -45,12 +45,33 @@ def _format_cast_in_graph(self, acl_format, customize_dtype=None, input_dtype=No
     return torch.clone(self, memory_format=torch.contiguous_format)
 
 
+_NPU_DECOMPOSITIONS = {}  # filled on first use (the npu ops must be registered first)
+
+
+def _npu_own_decompositions() -> dict:
+    if not _NPU_DECOMPOSITIONS:
+        _NPU_DECOMPOSITIONS[torch.ops.npu.npu_format_cast.default] = _format_cast_in_graph
+    return _NPU_DECOMPOSITIONS
+
+
+def register_npu_decompositions() -> None:
+    """Adds npu's decompositions to Inductor's default table (once). Compiles then pass no table of
+    their own, which keeps Inductor's FX graph cache (and torch.compiler's cache artifacts) usable: a
+    table passed to compile_fx is part of the cache key, and Inductor's own table cannot be pickled."""
+    from torch._inductor import decomposition
+
+    missing = {op: fn for op, fn in _npu_own_decompositions().items() if op not in decomposition.decompositions}
+    if missing:
+        decomposition.decompositions.update(missing)
+        decomposition.fast_random_decomps.cache_clear()  # a cached copy of the table
+
+
 def npu_decompositions(extra: dict | None = None) -> dict:
     """Inductor's decompositions plus npu's (and the caller's `extra`, which take precedence)."""
     from torch._inductor.decomposition import select_decomp_table
 
     table = dict(select_decomp_table())
-    table[torch.ops.npu.npu_format_cast.default] = _format_cast_in_graph
+    table.update(_npu_own_decompositions())
     table.update(extra or {})
     return table
 
@@ -151,7 +172,8 @@ def npu_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = 
             mode = "reduce-overhead"
     start = time.perf_counter()
     try:
-        decompositions = npu_decompositions(decompositions)
+        register_npu_decompositions()
+        decompositions = npu_decompositions(decompositions) if decompositions else None
         patches = inductor_patches(mode, options, source_key=source_key(gm))
         compiled = compile_fx(gm, example_inputs, config_patches=patches,
                               decompositions=decompositions)

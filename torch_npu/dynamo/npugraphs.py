@@ -1,4 +1,5 @@
-"""mode="reduce-overhead" on npu: a compiled graph replayed through NPU graphs (torch.npu.NPUGraph).
+"""mode="reduce-overhead" on npu: a compiled graph replayed through NPU graphs (torch.npu.NPUGraph);
+and the "npugraphs" backend, which replays Dynamo's graph itself (eager ops, no Inductor).
 
 Inductor's own CUDA-graph trees serve CUDA devices only; this wrapper gives npu compiles the same
 effect. Each distinct set of input shapes, strides and dtypes is recorded once (after one warm-up
@@ -117,3 +118,9 @@ class NPUGraphCallable:
                 self.logged.add(reason)
                 log.info("npu reduce-overhead: running without an NPU graph: %s", reason)
         return self._invoke(*args)
+
+
+def npugraphs_backend(gm: torch.fx.GraphModule, example_inputs):
+    """`torch.compile(model, backend="npugraphs")`: Dynamo's graph run by its own eager ops, replayed
+    through NPU graphs as reduce-overhead does (same recordings, same reasons to run ungraphed)."""
+    return NPUGraphCallable(gm)
