@@ -31,7 +31,7 @@ def cache_compile(func, *, dynamic: bool = True, cache_dir=None, global_rank=Non
                   **kwargs):
     """`func` compiled with the npugraph_ex backend (keyword arguments are its options), its compile
     cached in `cache_dir` (default: ./.npugraph_ex_cache) per function and rank."""
-    from torch_npu.npu.npugraph_ex import compile_fx
+    from torch_npu.npu.npugraph_ex._backend import compile_fx
 
     cache_dir = cache_dir or os.path.join(os.getcwd(), ".npugraph_ex_cache")
     path = _cache_path(func, cache_dir, global_rank, tp_rank, pp_rank)
