@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "Stream.h"
 #include "npu/graph.h"
 
 namespace npu::runtime {
@@ -132,6 +133,20 @@ std::optional<nrtError_t> RecordLaunch(Stream& stream, GraphNode&& node);
 // lasts; a stream waiting for one joins the capture (or, capturing another, is refused).
 nrtError_t CheckCapturedEvent(const char* call, nrtEvent_t event, const EventRecord& record);
 nrtError_t JoinCapture(const std::shared_ptr<Stream>& waiter, nrtEvent_t event, const EventRecord& record);
+
+// Queues `op` on `stream`, or records it when the stream captures: the one path of the runtime's own
+// stream operations (memsets, overflow-status ops, external events). `name` must live for the process.
+template <typename Op>
+nrtError_t EnqueueOrRecord(Stream& stream, Op op, const char* name, const char* kind) {
+  if (stream.capturing()) {
+    GraphNode node;
+    node.run = op;
+    node.name = name;
+    node.kind = kind;
+    if (auto recorded = RecordLaunch(stream, std::move(node))) return *recorded;
+  }
+  return stream.Enqueue(std::move(op), false, name);
+}
 
 // External events' record, wait and reset (Event.cpp): queued, or recorded on a capturing stream.
 class ExternalFlag;

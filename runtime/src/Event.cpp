@@ -77,46 +77,29 @@ bool ExternalFlag::WaitFor(std::chrono::milliseconds timeout) const {
   return cv_.wait_for(lock, timeout, [&] { return set_; });
 }
 
-namespace {
-
-// Queues `op` on `stream`, or records it when the stream captures (external events' record, wait and
-// reset all belong in graphs).
-template <typename Op>
-nrtError_t LaunchEventOp(Stream& stream, Op op, const char* name) {
-  if (stream.capturing()) {
-    GraphNode node;
-    node.run = op;
-    node.name = name;
-    node.kind = "event";
-    if (auto recorded = RecordLaunch(stream, std::move(node))) return *recorded;
-  }
-  return stream.Enqueue(std::move(op), false, name);
-}
-
-}  // namespace
 
 nrtError_t ExternalRecord(Stream& stream, const std::shared_ptr<ExternalFlag>& flag) {
-  return LaunchEventOp(stream, [flag] {
+  return EnqueueOrRecord(stream, [flag] {
     flag->Set();
     return 0;
-  }, "external event record");
+  }, "external event record", "event");
 }
 
 nrtError_t ExternalWait(Stream& stream, const std::shared_ptr<ExternalFlag>& flag) {
   Stream* waiter = &stream;  // runs the task, so outlives it
-  return LaunchEventOp(stream, [flag, waiter] {
+  return EnqueueOrRecord(stream, [flag, waiter] {
     while (!flag->WaitFor(std::chrono::milliseconds(50))) {
       if (waiter->stopping()) return 0;  // the stream is being destroyed: stop waiting
     }
     return 0;
-  }, "external event wait");
+  }, "external event wait", "event");
 }
 
 nrtError_t ExternalReset(Stream& stream, const std::shared_ptr<ExternalFlag>& flag) {
-  return LaunchEventOp(stream, [flag] {
+  return EnqueueOrRecord(stream, [flag] {
     flag->Clear();
     return 0;
-  }, "external event reset");
+  }, "external event reset", "event");
 }
 
 nrtError_t CheckCapturedEvent(const char* call, nrtEvent_t event, const EventRecord& record) {

@@ -74,20 +74,12 @@ nrtError_t nrtGetOverflowStatus(void* output, size_t size, nrtStream_t stream) {
     }
     Runtime* runtime = &rt;
     const int device = found->device();
-    auto read = [runtime, device, output, size] {
+    return npu::runtime::EnqueueOrRecord(*found, [runtime, device, output, size] {
       std::memset(output, 0, size);
       const float word = npu::runtime::Raised(*runtime, device) ? 1.0f : 0.0f;
       std::memcpy(output, &word, sizeof word);
       return 0;
-    };
-    if (found->capturing()) {
-      npu::runtime::GraphNode node;
-      node.run = read;
-      node.kind = "status";
-      node.name = "get overflow status";
-      if (auto recorded = npu::runtime::RecordLaunch(*found, std::move(node))) return *recorded;
-    }
-    return found->Enqueue(read);
+    }, "get overflow status", "status");
   });
 }
 
@@ -96,18 +88,10 @@ nrtError_t nrtResetOverflowStatus(nrtStream_t stream) {
     std::shared_ptr<npu::runtime::Stream> found;
     if (nrtError_t error = rt.streams().Resolve(stream, rt.current_device(), &found)) return error;
     const int device = found->device();
-    auto reset = [device] {
+    return npu::runtime::EnqueueOrRecord(*found, [device] {
       npu::runtime::g_flags[device].store(0, std::memory_order_release);
       return 0;
-    };
-    if (found->capturing()) {
-      npu::runtime::GraphNode node;
-      node.run = reset;
-      node.kind = "status";
-      node.name = "reset overflow status";
-      if (auto recorded = npu::runtime::RecordLaunch(*found, std::move(node))) return *recorded;
-    }
-    return found->Enqueue(reset);
+    }, "reset overflow status", "status");
   });
 }
 

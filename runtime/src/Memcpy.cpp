@@ -247,22 +247,16 @@ nrtError_t nrtMemsetAsync(void* dst, int value, size_t count, nrtStream_t stream
             "nrtMemsetAsync sets device memory from nrtMalloc only")) {
       return error;
     }
-    if (found->capturing()) {
-      npu::runtime::GraphNode node;
-      node.run = [dst, value, count] {
-        std::memset(dst, value, count);
-        return 0;
-      };
-      node.kind = "memset";
-      if (auto recorded = npu::runtime::RecordLaunch(*found, std::move(node))) return *recorded;
-    }
     NPU_RT_LOG(kDebug, "nrtMemsetAsync queued ", count, " bytes at ", dst, " to ", value, " on ",
                found->name());
-    if (npu::runtime::activity::Active()) npu::runtime::activity::LabelTask(NRT_ACTIVITY_MEMSET, nullptr, count);
-    return found->Enqueue([dst, value, count] {
+    // A recorded memset is profiled when replayed (Stream::RunGraph), not labelled here.
+    if (npu::runtime::activity::Active() && !found->capturing()) {
+      npu::runtime::activity::LabelTask(NRT_ACTIVITY_MEMSET, nullptr, count);
+    }
+    return npu::runtime::EnqueueOrRecord(*found, [dst, value, count] {
       std::memset(dst, value, count);
       return 0;
-    });
+    }, nullptr, "memset");
   });
 }
 

@@ -28,12 +28,14 @@ thread_local const std::atomic<int>* t_worker_host_waiting = nullptr;
 // Set by nrtSetTaskErrMsg() inside a host function, read by the worker once the function returns.
 thread_local std::optional<std::string> t_task_message;
 
-// Runs one task, containing everything it can throw: an exception escaping a worker would
-// terminate the process, while a failed task only has to fail the next synchronisation.
-std::optional<std::string> RunTask(Task& task) {
+// Runs one task (a queued one, or a replayed graph's), containing everything it can throw: an
+// exception escaping a worker would terminate the process, while a failed task only has to fail the
+// next synchronisation.
+template <typename Run>
+std::optional<std::string> RunGuarded(Run&& run) {
   t_task_message.reset();
   try {
-    const int code = task.Run();
+    const int code = run();
     if (code == 0) return std::nullopt;
     if (t_task_message) return std::move(*t_task_message);
     return StrCat("host function failed with code ", code);
@@ -44,6 +46,9 @@ std::optional<std::string> RunTask(Task& task) {
   }
 }
 
+std::optional<std::string> RunTask(Task& task) {
+  return RunGuarded([&] { return task.Run(); });
+}
 
 // How long an idle worker polls for new work before it sleeps (a few op launches' worth: ops
 // launched back to back then find it awake, saving a futex wake-up and a context switch per op),
@@ -363,19 +368,8 @@ void Stream::Run() {
 
 namespace {
 
-// Runs one recorded task of a replay, like RunTask runs a queued one.
 std::optional<std::string> RunNode(const GraphNode& node) {
-  t_task_message.reset();
-  try {
-    const int code = node.run();
-    if (code == 0) return std::nullopt;
-    if (t_task_message) return std::move(*t_task_message);
-    return StrCat("host function failed with code ", code);
-  } catch (const std::exception& e) {
-    return std::string(e.what());
-  } catch (...) {
-    return std::string("host function threw an exception that is not a std::exception");
-  }
+  return RunGuarded([&] { return node.run(); });
 }
 
 nrtActivityKind NodeKind(const GraphNode& node) {
