@@ -545,14 +545,11 @@ def test_npugraph_ex_and_npugraphs_backends(tmp_path):
     def fn(x):
         return gelu_tanh(x * 2) + 1
 
-    replaced = []
-
     def search(x):
         return torch.nn.functional.gelu(x, approximate="tanh")
 
     def replace(x):
-        replaced.append(True)
-        return torch.nn.functional.gelu(x)  # erf form: a rewrite that shows in the result
+        return torch.nn.functional.gelu(x)  # erf form: a rewrite that shows in the result (up to 1e-3 apart)
 
     npugraph_ex.register_replacement(search, replace, [torch.empty(8, device="npu")])
     x = torch.randn(8)
@@ -562,7 +559,7 @@ def test_npugraph_ex_and_npugraphs_backends(tmp_path):
         for _ in range(3):
             out = compiled(x.npu())
         torch.testing.assert_close(out.cpu(), torch.nn.functional.gelu(x * 2) + 1, rtol=1e-5, atol=1e-5)
-        assert replaced and npugraph_stats.replays >= 1
+        assert npugraph_stats.replays >= 1
         plain = torch.compile(lambda t: torch.relu(t) * 3, backend="npugraphs")
         for _ in range(3):
             y = plain(x.npu())

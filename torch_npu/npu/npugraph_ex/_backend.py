@@ -11,7 +11,18 @@ from torch._inductor.pattern_matcher import PatternMatcherPass, fwd_only
 # The replacements of register_replacement, applied to every npugraph_ex compile's post-grad graph
 # before Inductor lowers it.
 _patterns = PatternMatcherPass(pass_name="npugraph_ex")
-_pattern_count = 0
+_pattern_keys = []  # what identifies each registered replacement (its functions' code)
+
+
+def _function_key(fn) -> str:
+    import hashlib
+    import inspect
+
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):
+        text = getattr(fn, "__qualname__", repr(fn))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class _ReplacementPass(CustomGraphPass):
@@ -21,7 +32,8 @@ class _ReplacementPass(CustomGraphPass):
         _patterns.apply(graph)
 
     def uuid(self):
-        return ("npugraph_ex", _pattern_count)
+        # Inductor's cache keys on this: the same replacements give the same key in every process.
+        return ("npugraph_ex", tuple(_pattern_keys))
 
 
 def _return_true(match) -> bool:
@@ -33,13 +45,12 @@ def register_replacement(search_fn, replace_fn, example_inputs: Iterable[Any], t
                          scalar_workaround: Optional[dict] = None, skip_duplicates: bool = False):
     """Rewrites every match of `search_fn` (traced with `example_inputs`) into `replace_fn` in the
     graphs npugraph_ex compiles from now on (Inductor's pattern matcher)."""
-    global _pattern_count
     from torch._inductor.pattern_matcher import register_replacement as _register
 
     registered = _register(search_fn, replace_fn, list(example_inputs), trace_fn, _patterns, extra_check=extra_check,
                            scalar_workaround=scalar_workaround, search_fn_pattern=search_fn_pattern,
                            skip_duplicates=skip_duplicates)
-    _pattern_count += 1
+    _pattern_keys.append(_function_key(search_fn) + _function_key(replace_fn))
     return registered
 
 
@@ -48,6 +59,6 @@ def compile_fx(gm, example_inputs=None, options=None):
     from torch_npu.dynamo.backend import npu_backend
 
     patches = dict(options or {})
-    if _pattern_count:
+    if _pattern_keys:
         patches.setdefault("post_grad_custom_pre_pass", _ReplacementPass())
     return npu_backend(gm, example_inputs, mode="reduce-overhead", options=patches)
