@@ -25,6 +25,10 @@ def test_collectives_with_synchronous_launch():
     _ok(check_all(run_ranks("collectives", env={"TASK_QUEUE_ENABLE": "0"}, timeout=240)), "all")
 
 
+def test_dtensor_fsdp_and_pipelining_modules():
+    _ok(check_all(run_ranks("parallel_modules", timeout=180)), "dtensor npu ops", "fsdp fully_shard", "pipelining fx")
+
+
 def test_uneven_all_gather_and_reduce_scatter():
     _ok(check_all(run_ranks("uneven", timeout=120)), "uneven")
 

@@ -30,8 +30,9 @@ def test_mp_spawn():
 
 
 def test_torchrun_single_node():
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-            f"--master_port={free_port()}", SCRIPT, "env"]
+    """torch_npu's torchrun (torch_npu.distributed.run) with its extra flag."""
+    argv = [sys.executable, "-m", "torch_npu.distributed.run", "--enable_tiered_parallel_tcpstore=true",
+            "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={free_port()}", SCRIPT, "env"]
     _trained(check_all(run_processes([(argv, base_env())], timeout=150)))
 
 

@@ -100,6 +100,7 @@ def _install_onnx_support() -> None:
 _install_onnx_support()
 
 from torch_npu import distributed  # noqa: E402  (registers the hccl backend of torch.distributed)
+from torch_npu import jit  # noqa: E402,F401  (torch_npu.jit.optimize)
 
 
 def _install_profiler_support() -> None:
@@ -125,7 +126,7 @@ _install_utils()
 
 def _install_multiprocessing() -> None:
     """npu tensors as torch.multiprocessing arguments and queue items (sent as copies)."""
-    from torch_npu.utils._multiprocessing import install
+    from torch_npu.multiprocessing.reductions import install
 
     install()
 

@@ -45,7 +45,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launchP2P(bool is_send, std::ve
   std::string failure = state_->failure();
   if (!failure.empty()) {
     C10_THROW_ERROR(DistBackendError, std::string("hccl ") + name + " cannot run: " + groupText() +
-                                          " is unusable after an earlier failure. Destroy it "
+                                          " is unusable after an earlier failure. Rebuild it on every rank "
+                                          "(torch_npu.distributed.reinit_process_group(group)), or destroy it "
                                           "(destroy_process_group) and create a new one.\n  Earlier failure: " + failure);
   }
   std::unique_lock<std::mutex> issuing(launch_mutex_);

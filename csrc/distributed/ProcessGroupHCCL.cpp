@@ -39,6 +39,20 @@ void ProcessGroupHCCL::shutdown() {
   state_->transport().p2p().close();
 }
 
+void ProcessGroupHCCL::rebuild(const c10::intrusive_ptr<c10d::Store>& store, c10::intrusive_ptr<c10d::Backend> data_gloo,
+                               c10::intrusive_ptr<c10d::Backend> meta_gloo) {
+  std::lock_guard<std::mutex> issuing(launch_mutex_);
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto fresh = std::make_shared<GroupState>(store, rank_, size_, state_->globalRanks(), std::move(data_gloo),
+                                            std::move(meta_gloo));
+  state_->transport().p2p().close();
+  state_ = std::move(fresh);
+  seq_ = 0;
+  p2p_seq_ = 0;
+  coalescing_ = false;
+  coalesced_.clear();
+}
+
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupHCCL::getBackendOptions() {
   auto options = c10::make_intrusive<Options>("hccl", timeout_);
   options->group_name = getGroupUid();
@@ -118,7 +132,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch(Collective c) {
   std::string failure = state_->failure();
   if (!failure.empty()) {
     C10_THROW_ERROR(DistBackendError, std::string("hccl ") + name + " cannot run: " + groupText() +
-                                          " is unusable after an earlier failure. Destroy it "
+                                          " is unusable after an earlier failure. Rebuild it on every rank "
+                                          "(torch_npu.distributed.reinit_process_group(group)), or destroy it "
                                           "(destroy_process_group) and create a new one.\n  Earlier failure: " + failure);
   }
   Deadline deadline = Deadline::after(effectiveTimeout(c.timeout));

@@ -36,6 +36,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   const std::string getBackendName() const override { return "hccl"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
   bool supportsCoalescing() const override { return true; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
@@ -44,6 +45,12 @@ class ProcessGroupHCCL : public c10d::Backend {
   c10d::ErrorType getError() override;
   void shutdown() override;
   void abort() override { shutdown(); }
+  // reinit_process_group: every rank of the group swaps in new Gloo groups (made over `store`, a
+  // fresh prefix of the group's store); collectives count again from #1 and an earlier failure is
+  // forgotten. Work already queued finishes (or fails) on the old transport. Not to be called while
+  // another thread issues collectives on the group.
+  void rebuild(const c10::intrusive_ptr<c10d::Store>& store, c10::intrusive_ptr<c10d::Backend> data_gloo,
+               c10::intrusive_ptr<c10d::Backend> meta_gloo);
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts = {}) override;

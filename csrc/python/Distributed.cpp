@@ -25,7 +25,10 @@ void registerProcessGroupHCCL(py::module_& sub) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("data_gloo"),
            py::arg("meta_gloo"), py::arg("global_ranks") = std::vector<int64_t>{},
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("_timeout", &c10d_npu::ProcessGroupHCCL::timeout)
+      .def("_rebuild", &c10d_npu::ProcessGroupHCCL::rebuild, py::arg("store"), py::arg("data_gloo"),
+           py::arg("meta_gloo"), py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace

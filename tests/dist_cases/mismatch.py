@@ -7,6 +7,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+import torch_npu.distributed
+
 from common import RANK, close, data, done, init
 
 dev = init(timeout=30)
@@ -38,8 +40,20 @@ else:
                     r"sizes \(rank 0: Float\[4\], rank 1: Float\[2, 4\]\)",
                  lambda g: dist.all_reduce(torch.ones(4 if RANK == 0 else (2, 4), device=dev), group=g))
     assert info.type is dist.DistBackendError, info.type
-    fails(g, r"cannot run: process group 1 .* is unusable after an earlier failure.*destroy_process_group",
+    fails(g, r"cannot run: process group 1 .* is unusable after an earlier failure.*reinit_process_group",
           lambda g: dist.all_reduce(torch.ones(4, device=dev), group=g))
+    # Every rank rebuilds the failed group's links: the same group object works again, its collectives
+    # numbered from #1, and a later failure is reported as such.
+    assert torch_npu.distributed.reinit_process_group(g) is g
+    t = data(RANK, torch.float32).to(dev)
+    dist.all_reduce(t, group=g)
+    close(t, data(0, torch.float32) + data(1, torch.float32), "all_reduce after reinit_process_group")
+    fails(g, r"hccl all_reduce #2 in process group 1 .*failed: the ranks passed tensors of different sizes",
+          lambda g: dist.all_reduce(torch.ones(3 if RANK == 0 else 5, device=dev), group=g))
+    assert torch_npu.distributed.reinit_process_group(g) is g
+    dist.broadcast(t, src=1, group=g)
+    close(t, data(0, torch.float32) + data(1, torch.float32), "broadcast after a second reinit")
+    assert torch_npu.distributed.reinit_process_group(rebuild_link=False) is None
     fails(dist.new_group([0, 1]), r"different dtypes \(rank 0: Float\[4\], rank 1: Int\[4\]\)",
           lambda g: dist.all_reduce(torch.ones(4, dtype=torch.float32 if RANK == 0 else torch.int32, device=dev),
                                     group=g))

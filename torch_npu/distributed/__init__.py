@@ -7,56 +7,19 @@ PyTorch's Gloo (TCP, so they also work across machines) over zero-copy CPU views
 on each device's communication stream (docs/distributed.md).
 """
 
-import os
-from datetime import timedelta
+import importlib
 
 import torch
 import torch.distributed as dist
 
 from torch_npu import _C
-from torch_npu.distributed import _ddp, _default_backend, _errors
+from torch_npu.distributed import _ddp, _default_backend, _errors, _gloo
 from torch_npu.distributed._uneven import all_gather_into_tensor_uneven, reduce_scatter_tensor_uneven
+from torch_npu.distributed.distributed_c10d import is_hccl_available, reinit_process_group
+from torch_npu.utils._after_import import after_import
 
-__all__ = ["is_hccl_available", "ProcessGroupHCCL", "all_gather_into_tensor_uneven", "reduce_scatter_tensor_uneven"]
-
-_DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=120)  # HCCL_CONNECT_TIMEOUT's default
-
-
-def is_hccl_available() -> bool:
-    """True: the hccl backend is built into torch_npu."""
-    return True
-
-
-def _connect_timeout(timeout: timedelta) -> timedelta:
-    """How long ranks may take to connect when a group is created (HCCL_CONNECT_TIMEOUT, seconds)."""
-    raw = os.environ.get("HCCL_CONNECT_TIMEOUT", "").strip()
-    if not raw:
-        return min(timeout, _DEFAULT_CONNECT_TIMEOUT)
-    try:
-        seconds = int(raw)
-    except ValueError:
-        raise ValueError(f"HCCL_CONNECT_TIMEOUT={raw!r} is not valid: expected a whole number of seconds") from None
-    if seconds <= 0:
-        raise ValueError(f"HCCL_CONNECT_TIMEOUT={raw!r} is not valid: expected a positive number of seconds")
-    return timedelta(seconds=seconds)
-
-
-def _gloo_device():
-    """The network device for the group's Gloo connections: the interface named by GLOO_SOCKET_IFNAME
-    (or torch_npu's HCCL_SOCKET_IFNAME), else the address the host name resolves to."""
-    ifname = os.environ.get("GLOO_SOCKET_IFNAME") or os.environ.get("HCCL_SOCKET_IFNAME")
-    if ifname:
-        return dist.ProcessGroupGloo.create_device(interface=ifname.split(",")[0].strip())
-    return dist.ProcessGroupGloo.create_default_device()
-
-
-def _gloo_group(store, rank, size, timeout, device):
-    options = dist.ProcessGroupGloo._Options()
-    options._devices = [device]
-    options._timeout = timeout
-    options._threads = 1  # each Gloo group is called from one stream or thread at a time
-    return dist.ProcessGroupGloo(store, rank, size, options)
-
+__all__ = ["is_hccl_available", "reinit_process_group", "ProcessGroupHCCL", "all_gather_into_tensor_uneven",
+           "reduce_scatter_tensor_uneven"]
 
 class _HcclOptions:
     """ProcessGroupHCCL.Options: what init_process_group(pg_options=...) / new_group(pg_options=...) may
@@ -104,19 +67,7 @@ def _create_hccl_backend(backend_options, pg_options):
     store = backend_options.store
     rank, size = backend_options.group_rank, backend_options.group_size
     timeout = backend_options.timeout
-    connect = _connect_timeout(timeout)
-    try:
-        device = _gloo_device()
-        data = _gloo_group(dist.PrefixStore("hccl_data/", store), rank, size, connect, device)
-        meta = _gloo_group(dist.PrefixStore("hccl_meta/", store), rank, size, connect, device)
-    except (RuntimeError, ValueError) as e:
-        raise dist.DistBackendError(
-            f"hccl: rank {rank} of process group {backend_options.group_id} could not connect to the other "
-            f"{size - 1} rank(s) within {connect.total_seconds():g} s (HCCL_CONNECT_TIMEOUT, capped by timeout=). "
-            "Check that every rank creates the group, that MASTER_ADDR / MASTER_PORT are the same everywhere, "
-            "and, across machines, that GLOO_SOCKET_IFNAME (or HCCL_SOCKET_IFNAME) names an interface the "
-            f"other machines can reach. Transport error: {e}"
-        ) from e
+    data, meta = _gloo.connect(store, rank, size, timeout, backend_options.group_id)
     global_ranks = [int(r) for r in backend_options.global_ranks_in_group]
     if pg_options is not None:  # filled in as torch fills its backends' options
         pg_options.global_ranks_in_group = global_ranks
@@ -149,6 +100,9 @@ def _register() -> None:
     _errors.install()
     _default_backend.install(ProcessGroupHCCL)
     _ddp.install()
+    importlib.import_module("torch_npu.distributed.rpc")  # the NPU_TENSORPIPE RPC backend
+    # DTensor's rules for torch_npu's ops, once a program uses DTensor.
+    after_import("torch.distributed.tensor", lambda: importlib.import_module("torch_npu.distributed.tensor"))
 
 
 ProcessGroupHCCL = None

@@ -11,9 +11,7 @@ Registration is lazy, so that `import torch_npu` does not import Dynamo or Induc
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
-import sys
+from torch_npu.utils._after_import import after_import
 
 _registered_interface = False
 _registered = False
@@ -74,31 +72,8 @@ INDUCTOR_HOOK_NAMES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen"
 _DYNAMO_INTERFACE_MODULE = "torch._dynamo.device_interface"
 
 
-class _RegisterAfterImport(importlib.abc.MetaPathFinder):
-    """Registers the npu device interface once Dynamo's device_interface module has run."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _DYNAMO_INTERFACE_MODULE:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        run_module = spec.loader.exec_module
-
-        def exec_module(module):
-            run_module(module)
-            register_device_interface()
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def install_lazy_registration() -> None:
     from torch_npu import npu
 
     npu._provide_attributes(INDUCTOR_HOOK_NAMES, inductor_hook)
-    if _DYNAMO_INTERFACE_MODULE in sys.modules:
-        register_device_interface()
-    elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterAfterImport())
+    after_import(_DYNAMO_INTERFACE_MODULE, register_device_interface)

@@ -11,18 +11,13 @@ import torch
 import torch.profiler
 
 from . import _collect, _run_dir
+from ._activity import ProfilerActivity
+from .profiler_interface import supported_activities
 from .experimental_config import ProfilerLevel, _ExperimentalConfig
 
 __all__ = ["profile", "tensorboard_trace_handler", "analyse", "ProfilerActivity", "supported_activities"]
 
 
-class ProfilerActivity:
-    CPU = torch.profiler.ProfilerActivity.CPU
-    NPU = torch.profiler.ProfilerActivity.PrivateUse1  # the same enum value: torch's profiler accepts both
-
-
-def supported_activities() -> set:
-    return {ProfilerActivity.CPU, ProfilerActivity.NPU}
 
 
 def _activity_names(activities) -> list[str]:
