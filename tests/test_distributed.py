@@ -68,7 +68,7 @@ def test_silent_rank_times_out_and_hccl_env_vars():
 
 
 def test_init_destroy_cycles_release_threads_and_memory():
-    _ok(check_all(run_ranks("cycles", timeout=180)), "cycles")
+    _ok(check_all(run_ranks("cycles", timeout=180)), "cycles", "destroy flushes queued work")
 
 
 def test_private_storage_formats_travel_in_base_format():

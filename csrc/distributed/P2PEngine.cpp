@@ -64,9 +64,21 @@ std::shared_ptr<P2PEngine::Pending> P2PEngine::pop(std::deque<std::shared_ptr<Pe
 void P2PEngine::submit(Op op) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    TORCH_CHECK(!closed_, "the process group has been destroyed");
+    if (closed_) {
+      // Reached the stream after the group was aborted: fail its Work rather than leave it pending.
+      finish(op, "the process group was destroyed (aborted) before this operation ran");
+      return;
+    }
     if (!started_) startThreads();
+    ++unfinished_;
   }
+  // The op counts as unfinished until its report has run.
+  op.finished = [self = shared_from_this(), report = std::move(op.finished)](const std::string& error) {
+    report(error);
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    --self->unfinished_;
+    self->cv_.notify_all();
+  };
   auto item = std::make_shared<Pending>();
   item->op = std::move(op);
   Op& o = item->op;
@@ -136,6 +148,11 @@ void P2PEngine::completeLoop() {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   --running_;
+}
+
+void P2PEngine::waitIdle() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return unfinished_ == 0; });
 }
 
 void P2PEngine::close() {

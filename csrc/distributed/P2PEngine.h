@@ -42,6 +42,8 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
 
   // Posts what can be posted now (sends, recv headers); never waits for the peer.
   void submit(Op op);
+  // Returns once every submitted op has finished (each is bounded by its deadline).
+  void waitIdle();
   // No further ops; the threads exit once the submitted ones have finished.
   void close();
 
@@ -69,6 +71,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   bool started_ = false;
   bool closed_ = false;
   int running_ = 0;
+  int unfinished_ = 0;  // submitted ops not yet finished
 };
 
 }  // namespace c10d_npu

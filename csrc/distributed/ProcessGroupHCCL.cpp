@@ -32,10 +32,31 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
                                           std::move(meta_gloo))),
       timeout_(timeout) {}
 
-ProcessGroupHCCL::~ProcessGroupHCCL() { shutdown(); }
+ProcessGroupHCCL::~ProcessGroupHCCL() { abort(); }
 
 void ProcessGroupHCCL::shutdown() {
-  // Queued collectives keep the group's state (and Gloo) alive until they finish.
+  // destroy_process_group: the work already issued runs first (as NCCL's shutdown flushes it), each
+  // bounded by its timeout; point-to-point operations still queued on the communication stream must
+  // reach the transport before it closes.
+  std::optional<c10::Device> device;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    device = device_;
+  }
+  if (device) {
+    try {
+      c10_npu::getCommunicationNPUStream(device->index()).synchronize();
+    } catch (const std::exception&) {
+      // A failed collective is reported by its Work and at the next sync; the group still closes.
+    }
+  }
+  state_->transport().p2p().waitIdle();  // transfers the stream handed over, until they land
+  abort();
+}
+
+void ProcessGroupHCCL::abort() {
+  // Queued collectives keep the group's state (and Gloo) alive until they finish; operations that
+  // reach the closed transport fail at once.
   state_->transport().p2p().close();
 }
 

@@ -43,8 +43,8 @@ class ProcessGroupHCCL : public c10d::Backend {
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }
   c10d::ErrorType getError() override;
-  void shutdown() override;
-  void abort() override { shutdown(); }
+  void shutdown() override;  // flushes issued work, then closes
+  void abort() override;     // closes at once
   // reinit_process_group: every rank of the group swaps in new Gloo groups (made over `store`, a
   // fresh prefix of the group's store); collectives count again from #1 and an earlier failure is
   // forgotten. Work already queued finishes (or fails) on the old transport. Not to be called while

@@ -1,4 +1,5 @@
-"""20 init / destroy cycles release their threads and memory."""
+"""20 init / destroy cycles release their threads and memory; a group destroyed with point-to-point work
+still queued finishes that work first (no hang at exit, the data arrives)."""
 
 import os
 import time
@@ -60,3 +61,20 @@ assert after_threads <= base_threads, (base_threads, after_threads)
 assert torch.npu.memory_allocated(dev) == base_mem
 assert rss_mb() - base_rss < 64, (base_rss, rss_mb())
 done("cycles")
+
+# destroy_process_group right after issuing work the peer serves late: the work completes first.
+dist.init_process_group("hccl", store=dist.PrefixStore("late/", store), rank=RANK, world_size=WORLD)
+if RANK == 0:
+    late = torch.zeros(4, device=dev)
+    dist.isend(torch.full((4,), 7.0, device=dev), 1)
+    dist.irecv(late, 1)
+    dist.destroy_process_group()
+    assert late.cpu().tolist() == [3.0] * 4, late
+else:
+    time.sleep(1.0)
+    got = torch.empty(4, device=dev)
+    dist.recv(got, 0)
+    dist.send(torch.full((4,), 3.0, device=dev), 0)
+    assert got.cpu().tolist() == [7.0] * 4, got
+    dist.destroy_process_group()
+done("destroy flushes queued work")
