@@ -303,3 +303,28 @@ def test_prefetcher_delivers_batches_on_npu():
         x, y = pre.next()
     assert seen == [0, 1, 2, 3]
     assert [int(b[1][0]) for b in PreLoader(data, stream=torch.npu.Stream())] == [0, 1, 2, 3]
+
+
+def test_bilstm_equals_a_bidirectional_lstm_on_cpu():
+    import torch_npu.contrib
+    from torch_npu.contrib.module.bidirectional_lstm import BiLSTM
+
+    torch.manual_seed(0)
+    with pytest.warns(FutureWarning, match="nn.LSTM"):
+        bi = BiLSTM(6, 5)
+    assert torch_npu.contrib.BiLSTM is BiLSTM
+    ref = torch.nn.LSTM(6, 5, bidirectional=True)
+    with torch.no_grad():
+        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+            getattr(ref, name).copy_(getattr(bi.fw_rnn, name))
+            getattr(ref, name + "_reverse").copy_(getattr(bi.bw_rnn, name))
+    x = torch.randn(7, 3, 6)
+    expected, _ = ref(x)
+    x_npu = x.npu().requires_grad_()
+    out = bi.npu()(x_npu)
+    assert out.shape == (7, 3, 10)
+    torch.testing.assert_close(out.detach().cpu(), expected.detach(), rtol=1e-4, atol=1e-5)
+    out.sum().backward()
+    x_cpu = x.clone().requires_grad_()
+    ref(x_cpu)[0].sum().backward()
+    torch.testing.assert_close(x_npu.grad.cpu(), x_cpu.grad, rtol=1e-4, atol=1e-5)

@@ -2,6 +2,7 @@
 library), each equal to its plain-PyTorch original."""
 
 from torch_npu.contrib.module.activations import Mish, SiLU, Swish
+from torch_npu.contrib.module.bidirectional_lstm import BiLSTM  # noqa: F401  (deprecated, not in __all__)
 from torch_npu.contrib.module.channel_shuffle import ChannelShuffle
 from torch_npu.contrib.module.crossentropy import LabelSmoothingCrossEntropy
 from torch_npu.contrib.module.drop_path import NpuDropPath
