@@ -169,3 +169,88 @@ def attention_bnsd(q, k, v, scale, mask=None, pse=None, drop=None, keep_prob=1.0
     if drop is not None:
         p = p * drop / keep_prob
     return (p @ v.float()).to(q.dtype)
+
+
+def trans_quant_param(scale, offset=None, round_mode=0):
+    """int64: scale's float32 bits truncated (or rounded, round_mode=1) to FP19 in bits 0-31, bit 46 set,
+    and the offset rounded and clamped to [-256, 255] as 9 bits at 37-45."""
+    if offset is not None and scale.dim() == 1 and offset.dim() == 1:
+        n = max(scale.numel(), offset.numel())
+        scale, offset = scale.expand(n), offset.expand(n)
+    bits = scale.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    if round_mode == 1:
+        bits = bits + 0x0FFF + ((bits >> 13) & 1)
+    out = (bits & 0xFFFFE000) | (1 << 46)
+    if offset is not None:
+        q = offset.expand(scale.shape).round().clamp(-256, 255).to(torch.int64)
+        out = (out & 0x4000FFFFFFFF) | ((q & 0x1FF) << 37)
+    return out
+
+
+def unpack_quant_scale(packed):
+    """The float32 scale and the offset an int64 (trans_quant_param) value holds."""
+    scale = (packed & 0xFFFFFFFF).to(torch.int32).view(torch.float32)
+    off = (packed >> 37) & 0x1FF
+    return scale, torch.where(off >= 256, off - 512, off).float()
+
+
+def quant_matmul(x1, x2, scale, offset=None, pertoken_scale=None, bias=None, output_dtype=torch.int8):
+    acc = torch.matmul(x1.to(torch.int64), x2.to(torch.int64))
+    if bias is not None and bias.dtype == torch.int32:
+        acc = acc + bias.to(torch.int64)
+    if output_dtype == torch.int32:
+        return acc.to(torch.int32)
+    packed_offset = None
+    if scale.dtype == torch.int64:
+        scale, packed_offset = unpack_quant_scale(scale)
+    v = acc.double() * scale.reshape(-1).double()
+    if pertoken_scale is not None:
+        v = v * pertoken_scale.double().unsqueeze(-1)
+    if bias is not None and bias.dtype != torch.int32:
+        v = v + bias.double()
+    if output_dtype == torch.int8:
+        shift = offset if offset is not None else packed_offset
+        if shift is not None:
+            v = v + shift.reshape(-1).double()
+        return v.round().clamp(-128, 127).to(torch.int8)
+    return v.float().to(output_dtype)
+
+
+def unpack_int4(packed):
+    """int4 values carried 8 per int32 along the last dimension, lowest nibble first."""
+    nibbles = torch.stack([(packed >> (4 * j)) & 0xF for j in range(8)], dim=-1).flatten(-2)
+    return torch.where(nibbles >= 8, nibbles - 16, nibbles).to(torch.int8)
+
+
+def weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=None, quant_scale=None, quant_offset=None,
+                             bias=None, antiquant_group_size=0):
+    w = unpack_int4(weight) if weight.dtype == torch.int32 else weight
+    k, n = w.shape
+    scale, offset = antiquant_scale, antiquant_offset
+    if scale.dtype == torch.int64:
+        scale = unpack_quant_scale(scale)[0]
+    scale = scale.to(x.dtype)
+    offset = offset.to(x.dtype) if offset is not None else None
+    if antiquant_group_size:
+        rows = torch.arange(k) // antiquant_group_size
+        scale = scale[rows]
+        offset = offset[rows] if offset is not None else None
+    else:
+        scale = scale.reshape(-1)
+        offset = offset.reshape(-1) if offset is not None else None
+    wq = w.to(x.dtype)
+    deq = (wq + offset if offset is not None else wq) * scale
+    y = x.float() @ deq.float()
+    if bias is not None:
+        y = y + bias.float()
+    if quant_scale is None:
+        return y.to(x.dtype)
+    shift = quant_offset
+    qs = quant_scale
+    if qs.dtype == torch.int64:
+        qs, packed_shift = unpack_quant_scale(qs)
+        shift = packed_shift if shift is None else shift
+    y = y * qs.reshape(-1)
+    if shift is not None:
+        y = y + shift.reshape(-1)
+    return y.round().clamp(-128, 127).to(torch.int8)

@@ -9,6 +9,9 @@ from torch_npu.contrib.module.drop_path import NpuDropPath
 from torch_npu.contrib.module.dropout import DropoutWithByteMask
 from torch_npu.contrib.module.ensemble_dropout import NpuCachedDropout, NpuFairseqDropout
 from torch_npu.contrib.module.focus import Focus
+from torch_npu.contrib.module.linear_a8w8_quant import LinearA8W8Quant
+from torch_npu.contrib.module.linear_quant import LinearQuant
+from torch_npu.contrib.module.linear_weight_quant import LinearWeightQuant
 from torch_npu.contrib.module.prefetcher import PreLoader, Prefetcher
 from torch_npu.contrib.module.roi_align import ROIAlign
 
@@ -26,4 +29,7 @@ __all__ = [
     "NpuDropPath",
     "NpuCachedDropout",
     "NpuFairseqDropout",
+    "LinearA8W8Quant",
+    "LinearQuant",
+    "LinearWeightQuant",
 ]
