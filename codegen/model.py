@@ -220,9 +220,9 @@ def load_config(path: str) -> Config:
             raise CodegenError(f"{path}:{e.line}: '{e.func}' is listed twice (first at line {seen[e.func]})")
         seen[e.func] = e.line
     for c in cfg.custom:
-        if c.name in seen:
-            raise CodegenError(f"{path}:{c.line}: '{c.name}' is listed twice (first at line {seen[c.name]})")
-        seen[c.name] = c.line
+        if c.op_name in seen:
+            raise CodegenError(f"{path}:{c.line}: '{c.op_name}' is listed twice (first at line {seen[c.op_name]})")
+        seen[c.op_name] = c.line
     if cfg.autograd:
         e = cfg.autograd[0]
         raise CodegenError(f"{path}:{e.line}: autograd entry '{e.func}': npu autograd kernels for ATen ops "
@@ -237,7 +237,7 @@ def load_derivatives(path: str, cfg: Config) -> None:
     """Attaches derivatives.yaml formulas to the custom_autograd ops; each such op needs one."""
     data, lines = _load(path)
     entries = lines.get("", [])
-    by_name = {c.name: c for c in cfg.custom}
+    by_name = {c.name: c for c in cfg.custom if not c.overload}
     for i, item in enumerate(data or []):
         where = f"{path}:{entries[i]}: derivative"
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):

@@ -250,3 +250,42 @@ def test_cross_device_copy_source_can_be_freed_and_reused():
         z = torch.empty(1 << 16, device="npu:0")  # may reuse x's block
         z.fill_(0.0)
         assert torch.equal(y.cpu(), src)
+
+
+def test_ascend_rt_visible_devices_selects_and_counts(run_python):
+    """ASCEND_RT_VISIBLE_DEVICES as Ascend reads it: ascending ids, read up to the first entry that is
+    not one; torch.npu.device_count() and torch_npu._C._npu_getDeviceCount() agree."""
+    proc = run_python(
+        """
+        import torch, torch_npu
+        assert torch.npu.device_count() == 2 == torch_npu._C._npu_getDeviceCount()
+        x = torch.arange(4.0, device="npu:1")
+        assert torch.equal((x + 1).cpu(), torch.arange(4.0) + 1)
+        try:
+            torch.empty(1, device="npu:2")
+        except RuntimeError as e:
+            assert 'ASCEND_RT_VISIBLE_DEVICES="1,3,9"' in str(e), str(e)
+        else:
+            raise AssertionError("npu:2 must not exist")
+        print("OK")
+        """,
+        env={"NPU_SIM_DEVICES": "4", "ASCEND_RT_VISIBLE_DEVICES": "1,3,9"},
+    )
+    assert proc.stdout.strip().endswith("OK")
+    for value in ("", "1,0"):
+        proc = run_python(
+            """
+            import torch, torch_npu
+            assert torch.npu.device_count() == 0 == torch_npu._C._npu_getDeviceCount()
+            assert not torch.npu.is_available()
+            try:
+                torch.ones(1, device="npu")
+            except RuntimeError as e:
+                assert "ASCEND_RT_VISIBLE_DEVICES" in str(e), str(e)
+            else:
+                raise AssertionError("no device is visible")
+            print("OK")
+            """,
+            env={"ASCEND_RT_VISIBLE_DEVICES": value},
+        )
+        assert proc.stdout.strip().endswith("OK"), (value, proc.stdout, proc.stderr)

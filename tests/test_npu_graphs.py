@@ -366,6 +366,46 @@ def test_task_groups_update_captured_work_through_an_external_event():
         torch.npu.graph_task_group_begin(torch.npu.current_stream())
 
 
+def test_attention_out_form_in_a_task_group_takes_new_sequence_lengths():
+    """vLLM-style decoding: npu_fused_infer_attention_score.out(..., workspace=, out=[...]) captured in a
+    task group, re-issued with new actual_seq_lengths_kv on an update stream; the replay computes with them."""
+    import torch_npu
+
+    q = torch.randn(1, 4, 1, 32, dtype=torch.float16, device="npu")
+    k = torch.randn(1, 4, 64, 32, dtype=torch.float16, device="npu")
+    v = torch.randn(1, 4, 64, 32, dtype=torch.float16, device="npu")
+    kw = dict(num_heads=4, input_layout="BNSD", scale=0.125, softmax_lse_flag=True)
+    eager = {n: torch_npu.npu_fused_infer_attention_score(q, k, v, actual_seq_lengths_kv=[n], **kw) for n in (20, 64)}
+    workspace = torch_npu._npu_fused_infer_attention_score_get_max_workspace(q, k, v, actual_seq_lengths_kv=[64], **kw)
+    out, lse = torch.empty_like(eager[20][0]), torch.empty_like(eager[20][1])
+    got = torch_npu.npu_fused_infer_attention_score.out(q, k, v, actual_seq_lengths_kv=[20], workspace=workspace,
+                                                        out=[out, lse], **kw)
+    assert got[0] is out and got[1] is lse
+    assert torch.equal(out.cpu(), eager[20][0].cpu()) and torch.equal(lse.cpu(), eager[20][1].cpu())
+    assert torch_npu.npu_fused_infer_attention_score.default is torch.ops.npu.npu_fused_infer_attention_score.default
+
+    g, event, update_stream = torch.npu.NPUGraph(), torch.npu.ExternalEvent(), torch.npu.Stream()
+    out.zero_()
+    with torch.npu.graph(g):
+        stream = torch.npu.current_stream()
+        event.wait(stream)
+        event.reset(stream)
+        torch.npu.graph_task_group_begin(stream)
+        torch_npu.npu_fused_infer_attention_score.out(q, k, v, actual_seq_lengths_kv=[20], workspace=workspace,
+                                                      out=[out, lse], **kw)
+        handle = torch.npu.graph_task_group_end(stream)
+    with torch.npu.stream(update_stream):
+        torch.npu.graph_task_update_begin(update_stream, handle)
+        torch_npu.npu_fused_infer_attention_score.out(q, k, v, actual_seq_lengths_kv=[64], workspace=workspace,
+                                                      out=[out, lse], **kw)
+        torch.npu.graph_task_update_end(update_stream)
+        event.record(update_stream)
+    g.replay()
+    assert torch.equal(out.cpu(), eager[64][0].cpu()) and torch.equal(lse.cpu(), eager[64][1].cpu())
+    with pytest.raises(ValueError, match="attention_out has shape"):
+        torch_npu.npu_fused_infer_attention_score.out(q, k, v, out=[torch.empty(3, device="npu"), lse], **kw)
+
+
 def test_update_gives_recorded_attention_ops_new_sequence_lengths():
     q = torch.randn(1, 4, 1, 32, dtype=torch.float16, device="npu")
     k = torch.randn(1, 4, 128, 32, dtype=torch.float16, device="npu")

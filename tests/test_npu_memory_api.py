@@ -186,3 +186,51 @@ def test_device_uuid_and_device_index():
     assert torch.npu._get_device_index(torch.device("cpu"), allow_cpu=True) == -1
     with pytest.raises(ValueError, match="Expected a npu device"):
         torch.npu._get_device_index("cpu")
+
+
+def test_npurt_registers_host_memory_as_pinned_and_creates_streams():
+    import ctypes
+
+    rt = torch.npu.npurt()
+    assert rt is torch_npu.npu.npurt() and rt is torch_npu._C._npurt
+    t = torch.arange(4096, dtype=torch.float32)
+    assert not t.is_pinned()
+    assert rt.npuHostRegister(t.data_ptr(), t.numel() * 4, 0x10000000) == 0
+    try:
+        assert t.is_pinned()  # registered memory counts as pinned: async copies do not block
+        d = t.to("npu", non_blocking=True)
+        assert torch.equal(d.cpu(), t)
+        assert rt.npuHostRegister(t.data_ptr() + 64, 16, 0x10000000) != 0  # overlaps
+    finally:
+        assert rt.npuHostUnregister(t.data_ptr()) == 0
+    assert not t.is_pinned()
+    assert rt.npuHostUnregister(t.data_ptr()) != 0 and rt.npuHostRegister(0, 4096, 0x10000000) != 0
+    assert rt.npuHostRegister(t.data_ptr(), 0, 0x10000000) != 0 and rt.npuHostRegister(t.data_ptr(), 64, 0x4) != 0
+    handle = ctypes.c_void_p()
+    assert rt.npuStreamCreate(ctypes.addressof(handle)) == 0 and handle.value
+    assert rt.npuStreamDestroy(handle.value) == 0
+    assert rt.npuStreamCreate(0) != 0 and rt.npuStreamDestroy(0) != 0
+
+
+def test_empty_strided_npu_and_empty_with_swapped_memory():
+    t = torch_npu._C._empty_strided_npu((4, 3), (1, 4), torch.float16)
+    assert t.device == torch.device("npu", torch.npu.current_device()) and t.dtype == torch.float16
+    assert t.shape == (4, 3) and t.stride() == (1, 4)
+    t.copy_(torch.ones(4, 3))
+    assert t.cpu().sum().item() == 12
+    with pytest.raises(TypeError, match="torch.dtype"):
+        torch_npu._C._empty_strided_npu((2,), (1,), "float")
+    with pytest.raises(ValueError, match="2 sizes but 1 strides"):
+        torch_npu._C._empty_strided_npu((2, 2), (1,), torch.float32)
+
+    s = torch_npu.empty_with_swapped_memory((10, 9), dtype=torch.bfloat16, device="npu:1")
+    assert s.shape == (10, 9) and s.dtype == torch.bfloat16 and s.device == torch.device("npu", 1)
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        assert torch_npu.empty_with_swapped_memory((3, 3), dtype=torch.float32).isnan().all()
+        assert (torch_npu.empty_with_swapped_memory((3,), dtype=torch.int32).cpu() == 2 ** 31 - 1).all()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    m = torch_npu.empty_with_swapped_memory((2, 5), dtype=torch.float16, device="meta")
+    assert m.shape == (2, 5) and m.device.type == "meta"

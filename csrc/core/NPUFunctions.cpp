@@ -20,12 +20,25 @@ c10::DeviceIndex device_count() noexcept {
   return count;
 }
 
+namespace {
+// "2 devices are configured (NPU_SIM_DEVICES=...)", or visible through ASCEND_RT_VISIBLE_DEVICES.
+std::string devicesText() {
+  const char* env = std::getenv("NPU_SIM_DEVICES");
+  const char* visible = std::getenv("ASCEND_RT_VISIBLE_DEVICES");
+  const int count = static_cast<int>(device_count());
+  const std::string counted = c10::str(count, count == 1 ? " device is" : " devices are");
+  const std::string sim = c10::str("NPU_SIM_DEVICES=", env ? env : "unset, default 8");
+  if (visible != nullptr) {
+    return c10::str(counted, " visible (ASCEND_RT_VISIBLE_DEVICES=\"", visible, "\" of ", sim,
+                    "): use an index in [0, ", count, ")");
+  }
+  return c10::str(counted, " configured (", sim, "): use an index in [0, ", count, ")");
+}
+}  // namespace
+
 void check_device_index(c10::DeviceIndex device) {
   if (C10_LIKELY(device >= 0 && device < device_count())) return;
-  const char* env = std::getenv("NPU_SIM_DEVICES");
-  const int count = static_cast<int>(device_count());
-  const std::string configured = c10::str(count, count == 1 ? " device is" : " devices are", " configured (NPU_SIM_DEVICES=",
-                                          env ? env : "unset, default 8", "): use an index in [0, ", count, ")");
+  const std::string configured = devicesText();
   if (device < -1) {
     // torch.device keeps the index in 8 bits, so "npu:999" arrives here as -25: name what it was.
     std::string written;
@@ -41,10 +54,7 @@ void check_device_index(c10::DeviceIndex device) {
 
 c10::DeviceIndex checked_device_index(int64_t device) {
   if (device >= 0 && device < device_count()) return static_cast<c10::DeviceIndex>(device);
-  const char* env = std::getenv("NPU_SIM_DEVICES");
-  const int count = static_cast<int>(device_count());
-  TORCH_CHECK(false, "npu:", device, " does not exist: ", count, count == 1 ? " device is" : " devices are",
-              " configured (NPU_SIM_DEVICES=", env ? env : "unset, default 8", "): use an index in [0, ", count, ")");
+  TORCH_CHECK(false, "npu:", device, " does not exist: ", devicesText());
 }
 
 namespace {

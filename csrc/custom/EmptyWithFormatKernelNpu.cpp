@@ -1,5 +1,5 @@
 // EmptyWithFormatKernelNpu.cpp - empty_with_format / unsafe_empty_with_format: uninitialised npu tensors
-// stored in a given format, optionally at an aligned base address.
+// stored in a given format, optionally at an aligned base address; empty_with_swapped_memory.
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/TensorFactories.h>
@@ -81,6 +81,23 @@ at::Tensor unsafe_empty_with_format(at::IntArrayRef size, std::optional<at::Scal
                                     std::optional<at::Layout> layout, std::optional<at::Device> device,
                                     std::optional<bool> pin_memory, int64_t acl_format, bool keep_format) {
   return emptyInFormat(size, factoryOptions(dtype, layout, device, pin_memory), acl_format, keep_format);
+}
+
+// Host memory mapped into the device's address space, on Ascend (to hold more than device memory
+// does). The software NPU's device memory is host memory already: this is an uninitialised npu
+// tensor of the caching allocator, filled as `empty` is under deterministic fill.
+at::Tensor empty_with_swapped_memory(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                     std::optional<at::Device> device) {
+  const at::Device where = device.value_or(at::Device(c10::DeviceType::PrivateUse1));
+  TORCH_CHECK_VALUE(where.type() == c10::DeviceType::PrivateUse1, "empty_with_swapped_memory: device must be an npu "
+                    "device, got ", where);
+  return emptyInFormat(size, factoryOptions(dtype, std::nullopt, where, std::nullopt), /*acl_format=*/2,
+                       /*keep=*/false);
+}
+
+at::Tensor empty_with_swapped_memory_meta(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                          std::optional<at::Device> device) {
+  return at::empty(size, factoryOptions(dtype, std::nullopt, at::Device(at::kMeta), std::nullopt));
 }
 
 // Meta / fake tensors: the logical tensor (formats are a storage property).

@@ -4,6 +4,7 @@
 #include "csrc/python/GraphBindings.h"
 
 #include <c10/core/DeviceGuard.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "csrc/aten/NpuNativeFunctions.h"
 #include "csrc/core/NPUFunctions.h"
 #include "csrc/core/NPUStream.h"
 #include "csrc/framework/DeferredRelease.h"
@@ -165,6 +167,22 @@ void initGraphBindings(py::module& m) {
       .def_property_readonly("what", &CompiledKernel::what);
 
   // Sets this thread's compiled-graph context; returns the previous one (to restore on exit).
+  // _empty_strided_npu(sizes, strides, dtype): an uninitialised tensor on the current npu device made
+  // by the npu empty_strided kernel directly (no dispatcher round trip), as Inductor's generated code
+  // allocates its buffers.
+  m.def("_empty_strided_npu", [](std::vector<int64_t> sizes, std::vector<int64_t> strides, py::object dtype) {
+    TORCH_CHECK_TYPE(THPDtype_Check(dtype.ptr()), "_empty_strided_npu: dtype must be a torch.dtype, got ",
+                     std::string(py::str(py::type::of(dtype))));
+    TORCH_CHECK_VALUE(sizes.size() == strides.size(), "_empty_strided_npu: ", sizes.size(), " sizes but ",
+                      strides.size(), " strides");
+    const at::ScalarType type = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+    at::Tensor t;
+    {
+      py::gil_scoped_release no_gil;
+      t = at_npu::native::empty_strided(sizes, strides, type, std::nullopt, std::nullopt, std::nullopt);
+    }
+    return py::reinterpret_steal<py::object>(THPVariable_Wrap(t));
+  });
   m.def("_graph_context", [](std::string context) {
     std::string previous = at_npu::native::graphContext();
     at_npu::native::setGraphContext(std::move(context));

@@ -1,8 +1,10 @@
 // HostMemoryBindings.cpp - the pinned host allocator's cache and statistics for Python
-// (torch.npu.host_empty_cache / host_memory_stats / reset_*_host_memory_stats).
+// (torch.npu.host_empty_cache / host_memory_stats / reset_*_host_memory_stats), and the runtime calls
+// torch.npu.npurt() exposes as torch.cuda.cudart() does (host registration, raw streams).
 #include "csrc/python/HostMemoryBindings.h"
 
 #include <ATen/core/CachingHostAllocator.h>
+#include <npu/runtime.h>
 
 namespace torch_npu::python {
 namespace {
@@ -53,6 +55,25 @@ void initHostMemoryBindings(py::module& m) {
   });
   m.def("_host_reset_accumulated_stats", [] { pinnedAllocator()->reset_accumulated_stats(); });
   m.def("_host_reset_peak_stats", [] { pinnedAllocator()->reset_peak_stats(); });
+
+  // torch_npu._C._npurt: each call returns the runtime's error code (0 on success), as cudart's do;
+  // pointers are passed as integers.
+  py::module_ rt = m.def_submodule("_npurt", "runtime calls for torch.npu.npurt()");
+  rt.def("npuHostRegister", [](uintptr_t ptr, size_t size, uint32_t flags) {
+    return static_cast<int>(nrtHostRegister(reinterpret_cast<void*>(ptr), size, flags));
+  }, py::arg("ptr"), py::arg("size"), py::arg("flags"));
+  rt.def("npuHostUnregister", [](uintptr_t ptr) {
+    return static_cast<int>(nrtHostUnregister(reinterpret_cast<void*>(ptr)));
+  }, py::arg("ptr"));
+  rt.def("npuStreamCreate", [](uintptr_t stream_out) {
+    if (stream_out == 0) return static_cast<int>(NRT_ERROR_INVALID_VALUE);
+    return static_cast<int>(nrtStreamCreate(reinterpret_cast<nrtStream_t*>(stream_out)));
+  }, py::arg("stream_ptr"));
+  rt.def("npuStreamDestroy", [](uintptr_t stream) {
+    if (stream == 0) return static_cast<int>(NRT_ERROR_INVALID_VALUE);  // not the default stream
+    py::gil_scoped_release no_gil;
+    return static_cast<int>(nrtStreamDestroy(reinterpret_cast<nrtStream_t>(stream)));
+  }, py::arg("stream"));
 }
 
 }  // namespace torch_npu::python

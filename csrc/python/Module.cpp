@@ -115,6 +115,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_reset_op_stats", [] { at_npu::native::resetOpStats(); });
   m.def("_device_count", [] { return static_cast<int>(c10_npu::device_count()); });
+  m.def("_npu_getDeviceCount", [] { return static_cast<int>(c10_npu::device_count()); });  // torch_npu's name
   m.def("_current_device", [] { return static_cast<int>(c10_npu::current_device()); });
   m.def("_set_device", [](int64_t device) { c10_npu::set_device(c10_npu::checked_device_index(device)); });
   m.def("_check_device", [](int64_t device) { c10_npu::checked_device_index(device); });

@@ -73,6 +73,29 @@ std::optional<size_t> ParseByteSize(std::string_view text) {
 }
 
 
+std::vector<int> ParseVisibleDevices(const std::optional<std::string>& text, int physical_count) {
+  std::vector<int> ids;
+  if (!text.has_value()) {
+    for (int i = 0; i < physical_count; ++i) ids.push_back(i);
+    return ids;
+  }
+  const std::string& var = *text;
+  size_t end = 0;
+  while (end < var.size() && (std::isdigit(static_cast<unsigned char>(var[end])) || var[end] == ',')) ++end;
+  size_t start = 0;
+  while (start <= end) {
+    const size_t comma = std::min(var.find(',', start), end);
+    if (comma == start) break;  // an empty entry ends the list
+    const std::string entry = var.substr(start, comma - start);
+    const long long id = entry.size() > 9 ? physical_count : std::stoll(entry);
+    if (!ids.empty() && id <= ids.back()) return {};  // the runtime takes ascending ids only
+    if (id >= physical_count) break;
+    ids.push_back(static_cast<int>(id));
+    start = comma + 1;
+  }
+  return ids;
+}
+
 Config ReadConfigFromEnv() {
   Config config{kDefaultDeviceCount, kDefaultMemoryCapacity, kDefaultSocName, nullptr,
                 kDefaultCannVersion};
@@ -84,6 +107,11 @@ Config ReadConfigFromEnv() {
                  "\": expected a device count in [1, ", kMaxDeviceCount, "]; using the default of ",
                  kDefaultDeviceCount, " devices");
     }
+  }
+  config.physical_count = config.device_count;
+  if (const char* text = std::getenv("ASCEND_RT_VISIBLE_DEVICES")) {
+    config.visible_devices = std::string(text);
+    config.device_count = static_cast<int>(ParseVisibleDevices(config.visible_devices, config.physical_count).size());
   }
   if (const char* text = std::getenv("NPU_SIM_MEMORY")) {
     if (auto bytes = ParseByteSize(text)) {
@@ -113,6 +141,12 @@ void SetCurrentDevice(uint64_t generation, int device) { t_device = {generation,
 
 nrtError_t CheckDevice(const Config& config, int64_t device) {
   if (device >= 0 && device < config.device_count) return NRT_SUCCESS;
+  if (config.visible_devices.has_value()) {
+    return NPU_RT_FAIL(NRT_ERROR_INVALID_DEVICE, "npu:", device, " does not exist: ", config.device_count,
+                       config.device_count == 1 ? " device is" : " devices are", " visible (ASCEND_RT_VISIBLE_DEVICES=\"",
+                       *config.visible_devices, "\" of NPU_SIM_DEVICES=", config.physical_count,
+                       "; the list is read up to its first entry that is not an ascending id below the device count)");
+  }
   return NPU_RT_FAIL(NRT_ERROR_INVALID_DEVICE, "npu:", device,
                      " does not exist: ", config.device_count,
                      config.device_count == 1 ? " device is" : " devices are",

@@ -1,5 +1,6 @@
 // DeviceMemory.cpp - bounded device allocations, pinned host memory, and the memory C API.
 #include "DeviceMemory.h"
+#include "HostRegister.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -320,7 +321,8 @@ int nrtIsPinnedHostPtr(const void* ptr) {
     npu::runtime::RuntimeRef ref;
     if (ref.get() == nullptr || ptr == nullptr) return 0;
     const auto block = ref.get()->memory().Find(ptr);
-    return block && block->device == npu::runtime::kPinnedHost ? 1 : 0;
+    if (block) return block->device == npu::runtime::kPinnedHost ? 1 : 0;
+    return npu::runtime::IsRegisteredHostPtr(ptr) ? 1 : 0;
   } catch (...) {
     return 0;  // an int answer has no room for an error; start-up failing means "no"
   }

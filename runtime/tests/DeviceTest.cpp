@@ -42,6 +42,27 @@ TEST_F(DeviceTest, InvalidCountFallsBackToEight) {
   }
 }
 
+TEST_F(DeviceTest, VisibleDevicesSelectAndCount) {
+  SetEnv("NPU_SIM_DEVICES", "4");
+  const struct {
+    const char* value;
+    int count;
+  } cases[] = {{"", 0},  {",", 0},     {" ,", 0},    {"0,", 1},   {",0", 0},    {"0, ", 1},  {"0, 1", 1},
+               {"0,1", 2}, {"0,32,1", 1}, {"0,0", 0}, {"1,0", 0},  {"npu0", 0},  {"2,3", 2}, {"1,3,9", 2}};
+  for (const auto& c : cases) {
+    SetEnv("ASCEND_RT_VISIBLE_DEVICES", c.value);
+    EXPECT_EQ(DeviceCount(), c.count) << "ASCEND_RT_VISIBLE_DEVICES=\"" << c.value << "\"";
+  }
+  SetEnv("ASCEND_RT_VISIBLE_DEVICES", "1,3");
+  EXPECT_EQ(nrtSetDevice(2), NRT_ERROR_INVALID_DEVICE);
+  EXPECT_NE(std::string(nrtGetRecentErrMsg())
+                .find("npu:2 does not exist: 2 devices are visible (ASCEND_RT_VISIBLE_DEVICES=\"1,3\" of "
+                      "NPU_SIM_DEVICES=4"),
+            std::string::npos)
+      << nrtGetRecentErrMsg();
+  NRT_EXPECT_OK(nrtSetDevice(1));
+}
+
 TEST_F(DeviceTest, InvalidDeviceIsRejectedWithContext) {
   NRT_ASSERT_OK(nrtSetDevice(1));
   EXPECT_EQ(nrtSetDevice(9), NRT_ERROR_INVALID_DEVICE);

@@ -121,6 +121,26 @@ TEST_F(MemcpyTest, PinnedHostMemoryCountsAsHost) {
   NRT_EXPECT_OK(nrtFreeHost(pinned));
 }
 
+TEST_F(MemcpyTest, RegisteredHostMemoryCountsAsPinnedUntilUnregistered) {
+  std::vector<char> buffer(kBytes);
+  char* base = buffer.data();
+  EXPECT_EQ(nrtIsPinnedHostPtr(base), 0);
+  NRT_ASSERT_OK(nrtHostRegister(base, kBytes / 2, NRT_HOST_REGISTER_PINNED | NRT_HOST_REGISTER_MAPPED));
+  EXPECT_EQ(nrtIsPinnedHostPtr(base), 1);
+  EXPECT_EQ(nrtIsPinnedHostPtr(base + kBytes / 2 - 1), 1);
+  EXPECT_EQ(nrtIsPinnedHostPtr(base + kBytes / 2), 0);
+  NRT_EXPECT_OK(nrtMemcpyAsync(device_a_, base, 64, NRT_MEMCPY_HOST_TO_DEVICE, nullptr));
+  EXPECT_EQ(nrtHostRegister(base + 8, 16, NRT_HOST_REGISTER_PINNED), NRT_ERROR_INVALID_VALUE);  // overlaps
+  EXPECT_EQ(nrtHostUnregister(base + 8), NRT_ERROR_INVALID_VALUE);  // not a base
+  NRT_EXPECT_OK(nrtStreamSynchronize(nullptr));
+  NRT_EXPECT_OK(nrtHostUnregister(base));
+  EXPECT_EQ(nrtIsPinnedHostPtr(base), 0);
+  EXPECT_EQ(nrtHostRegister(nullptr, 16, NRT_HOST_REGISTER_PINNED), NRT_ERROR_INVALID_VALUE);
+  EXPECT_EQ(nrtHostRegister(base, 0, NRT_HOST_REGISTER_PINNED), NRT_ERROR_INVALID_VALUE);
+  EXPECT_EQ(nrtHostRegister(base, 16, 0x4), NRT_ERROR_INVALID_VALUE);
+  EXPECT_EQ(nrtHostUnregister(base), NRT_ERROR_INVALID_VALUE);
+}
+
 TEST_F(MemcpyTest, FreedDeviceMemoryIsNoLongerDevice) {
   void* freed = nullptr;
   NRT_ASSERT_OK(nrtMalloc(&freed, 1 << 20));

@@ -52,7 +52,7 @@ class RuntimeTest : public ::testing::Test {
     ASSERT_EQ(nrtFinalize(), NRT_SUCCESS);
     for (const char* name : {"NPU_SIM_DEVICES", "NPU_SIM_MEMORY", "NPU_SIM_CORES", "NPU_SIM_SOC_VERSION",
                              "NPU_SIM_CANN_VERSION", "NPU_SIM_FAULT", "NPU_SIM_TASK_TIMEOUT", "NPU_SIM_HOST_MEMORY",
-                             "NPU_SIM_HOST_RESERVE", "ASCEND_GLOBAL_LOG_LEVEL",
+                             "NPU_SIM_HOST_RESERVE", "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_GLOBAL_LOG_LEVEL",
                              "ASCEND_SLOG_PRINT_TO_STDOUT", "ASCEND_PROCESS_LOG_PATH"}) {
       env_.push_back(std::make_unique<ScopedEnv>(name, nullptr));
     }

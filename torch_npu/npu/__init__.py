@@ -155,7 +155,7 @@ from torch_npu.npu.npu_config import (  # noqa: E402
     set_stream_limit,
     use_compatible_impl,
 )
-from torch_npu.npu.utils import get_cann_version, get_soc_version, is_support_inf_nan  # noqa: E402
+from torch_npu.npu.utils import get_cann_version, get_soc_version, is_support_inf_nan, npurt  # noqa: E402
 from torch_npu.npu.utils import (  # noqa: E402
     check_uce_in_memory,
     current_blas_handle,

@@ -37,6 +37,14 @@ def get_cann_version(module="CANN") -> str:
     return _C._get_cann_version()
 
 
+def npurt():
+    """The runtime's own calls, as torch.cuda.cudart() gives CUDA's: npuHostRegister(ptr, size, flags)
+    pins existing host memory (flags 0x10000000 pinned, 0x2 mapped), npuHostUnregister(ptr),
+    npuStreamCreate(address of a stream handle), npuStreamDestroy(stream). Pointers are integers
+    (tensor.data_ptr(), ctypes addresses); each returns the runtime's error code, 0 on success."""
+    return _C._npurt
+
+
 def _is_gte_cann_version(version, module="CANN") -> bool:
     """True when the reported version is >= `version` ("8.0.RC1" < "8.0.RC2" < "8.0.0" < "8.1.RC1")."""
     _check_module(module)

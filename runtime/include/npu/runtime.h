@@ -110,7 +110,15 @@ NRT_API nrtError_t nrtUnmapMem(void* ptr, size_t size);  // unmaps mapped pages 
 // Page-locked ("pinned") host memory; async copies from / to it do not block the caller.
 NRT_API nrtError_t nrtMallocHost(void** ptr, size_t size);
 NRT_API nrtError_t nrtFreeHost(void* ptr);
-NRT_API int nrtIsPinnedHostPtr(const void* ptr);  // 1 if inside an nrtMallocHost block
+NRT_API int nrtIsPinnedHostPtr(const void* ptr);  // 1 if inside an nrtMallocHost or registered block
+
+// Registers existing host memory (a CPU tensor's, a shared-memory segment) as pinned: async copies
+// from / to it then do not block the caller, as for nrtMallocHost memory. flags: NRT_HOST_REGISTER_*
+// (pinned, mapped, or both). Ranges must not overlap a registered one; unregister by the base pointer.
+#define NRT_HOST_REGISTER_MAPPED 0x2u
+#define NRT_HOST_REGISTER_PINNED 0x10000000u
+NRT_API nrtError_t nrtHostRegister(void* ptr, size_t size, uint32_t flags);
+NRT_API nrtError_t nrtHostUnregister(void* ptr);
 
 // Copies. The kind must match: device pointers must lie inside live device allocations with room
 // for count bytes, host pointers must not be device memory.
