@@ -225,3 +225,6 @@ class mstx:
     range_pop = staticmethod(range_pop)
     mstx_range = mstx_range
     annotate = staticmethod(annotate)
+
+
+_layer()  # torch_npu._C._mstx exists from import on, as upstream's native module does
