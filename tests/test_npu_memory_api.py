@@ -234,3 +234,57 @@ def test_empty_strided_npu_and_empty_with_swapped_memory():
         torch.use_deterministic_algorithms(False)
     m = torch_npu.empty_with_swapped_memory((2, 5), dtype=torch.float16, device="meta")
     assert m.shape == (2, 5) and m.device.type == "meta"
+
+
+@pytest.fixture
+def alloc_settings():
+    yield torch_npu._C._npu_npuCachingAllocator_set_allocator_settings
+    torch_npu._C._npu_npuCachingAllocator_set_allocator_settings("")
+    torch.npu.empty_cache()
+
+
+def test_throw_on_npumalloc_oom_rejects_past_the_fraction_and_counts(alloc_settings):
+    total = torch.npu.mem_get_info()[1]
+    torch.npu.empty_cache()
+    torch.npu.reset_accumulated_memory_stats()
+    assert torch.npu.memory_stats()["num_oom_rejections"] == 0
+    alloc_settings("throw_on_npumalloc_oom:True,per_process_memory_fraction:0.01")
+    small = torch.ones(1024, device="npu")  # far inside 1% of the device
+    assert torch.npu.memory_stats()["num_oom_rejections"] == 0
+    with pytest.raises(torch.OutOfMemoryError, match="throw_on_npumalloc_oom"):
+        torch.empty(int(total * 0.02) // 4, device="npu")
+    assert torch.npu.memory_stats()["num_oom_rejections"] > 0
+    torch.npu.reset_accumulated_memory_stats()
+    assert torch.npu.memory_stats()["num_oom_rejections"] == 0
+    # Without the flag the fraction still caps the reserve, but nothing counts as a rejection.
+    alloc_settings("per_process_memory_fraction:0.01")
+    with pytest.raises(torch.OutOfMemoryError):
+        torch.empty(int(total * 0.02) // 4, device="npu")
+    assert torch.npu.memory_stats()["num_oom_rejections"] == 0
+    alloc_settings("")
+    big = torch.empty(int(total * 0.02) // 4, device="npu")  # fits again once the setting is gone
+    assert big.numel() > small.numel()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("throw_on_npumalloc_oom:maybe", "throw_on_npumalloc_oom"),
+    ("per_process_memory_fraction:1.5", "per_process_memory_fraction"),
+    ("per_process_memory_fraction:abc", "per_process_memory_fraction"),
+])
+def test_npu_allocator_keys_reject_bad_values(alloc_settings, text, message):
+    with pytest.raises(RuntimeError, match=message):
+        alloc_settings(text)
+
+
+def test_event_recorded_time_orders_records():
+    start = torch.npu.Event(enable_timing=True)
+    start.record()
+    torch.ones(1000, device="npu").sum()
+    end = torch.npu.Event(enable_timing=True)
+    end.record()
+    t0, t1 = start.recorded_time(), end.recorded_time()
+    assert isinstance(t0, int) and 0 < t0 <= t1
+    # Microseconds, consistent with elapsed_time's milliseconds.
+    assert abs((t1 - t0) / 1000.0 - start.elapsed_time(end)) < 1.0
+    with pytest.raises(RuntimeError, match="never recorded"):
+        torch.npu.Event().recorded_time()

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 
 namespace c10_npu::NPUCachingAllocator {
@@ -26,22 +27,56 @@ const std::unordered_set<std::string> kSupportedCommonKeys = {
 const std::unordered_set<std::string> kNpuDriverKeys = {
     "base_addr_aligned_kb", "page_size", "segment_size_mb", "multi_stream_lazy_reclaim",
     "pin_memory_expandable_segments", "pinned_mem_register", "release_lock_on_npumalloc",
-    "pinned_reserve_segment_size_mb", "per_process_memory_fraction"};
+    "pinned_reserve_segment_size_mb"};
+
+// torch_npu's own keys that this allocator implements.
+const std::unordered_set<std::string> kNpuKeys = {"per_process_memory_fraction", "throw_on_npumalloc_oom"};
 
 constexpr size_t kMB = 1048576;
+
+struct NpuValues {
+  std::optional<double> fraction;
+  std::optional<bool> throw_on_oom;
+};
+
+void parseNpuKey(const std::string& key, const std::string& value, NpuValues& values) {
+  if (key == "throw_on_npumalloc_oom") {
+    TORCH_CHECK(value == "True" || value == "False", "PYTORCH_NPU_ALLOC_CONF: ",
+                      "throw_on_npumalloc_oom takes True or False, got '", value, "'");
+    values.throw_on_oom = value == "True";
+    return;
+  }
+  double fraction = -1;
+  try {
+    size_t used = 0;
+    fraction = std::stod(value, &used);
+    if (used != value.size()) fraction = -1;
+  } catch (const std::exception&) {
+  }
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0, "PYTORCH_NPU_ALLOC_CONF: ",
+                    "per_process_memory_fraction is invalid, set it in [0.0, 1.0] (got '", value, "')");
+  values.fraction = fraction;
+}
 
 AllocatorSettings parse(const std::string& text) {
   c10::CachingAllocator::ConfigTokenizer tokens(text);
   std::unordered_set<std::string> given;
+  NpuValues own_values;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& key = tokens[i];
     given.insert(key);
     const bool common = AcceleratorAllocatorConfig::getKeys().count(key) != 0;
-    TORCH_CHECK_VALUE(common || kNpuDriverKeys.count(key) != 0, "Unrecognized key '", key,
+    const bool own = kNpuKeys.count(key) != 0;
+    TORCH_CHECK_VALUE(common || own || kNpuDriverKeys.count(key) != 0, "Unrecognized key '", key,
                       "' in PYTORCH_NPU_ALLOC_CONF (\"", text, "\"); the npu caching allocator "
                       "takes max_split_size_mb, garbage_collection_threshold, expandable_segments, "
-                      "roundup_power2_divisions, max_non_split_rounding_mb and large_segment_size_mb");
-    if (!common) {
+                      "roundup_power2_divisions, max_non_split_rounding_mb, large_segment_size_mb, "
+                      "per_process_memory_fraction and throw_on_npumalloc_oom");
+    if (own) {
+      TORCH_CHECK_VALUE(i + 2 < tokens.size() && tokens[i + 1] == ":", "PYTORCH_NPU_ALLOC_CONF: ",
+                        "expected ':' and a value after '", key, "' in \"", text, "\"");
+      parseNpuKey(key, tokens[i + 2], own_values);
+    } else if (!common) {
       TORCH_WARN("PYTORCH_NPU_ALLOC_CONF: '", key, "' configures the Ascend driver and has no ",
                       "effect on the software NPU");
     } else if (kSupportedCommonKeys.count(key) == 0) {
@@ -60,6 +95,8 @@ AllocatorSettings parse(const std::string& text) {
   AllocatorSettings s;
   s.text = text;
   if (tokens.size() == 0) return s;  // the defaults (PyTorch's parser keeps its old state for "")
+  s.per_process_memory_fraction = own_values.fraction.value_or(1.0);
+  s.throw_on_npumalloc_oom = own_values.throw_on_oom.value_or(false);
   // PyTorch's parser validates the common keys (ranges, power-of-two divisions, True/False). It
   // keeps values from earlier settings, so only the keys this text gives are read back; the
   // others keep their defaults.

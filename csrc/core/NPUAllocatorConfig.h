@@ -17,6 +17,11 @@ struct AllocatorSettings {
   // Per size class from 1 MiB (index 0) to 64 GiB (index 15): 0 / 1 off, else the number of
   // rounding steps between two powers of two.
   std::array<size_t, 16> roundup_power2_divisions{};
+  // Share of device memory this process may reserve (1: all); torch_npu's per_process_memory_fraction.
+  double per_process_memory_fraction = 1.0;
+  // Requests that would pass that share fail at once with OutOfMemoryError (and count as
+  // num_oom_rejections) instead of reaching the device: serving processes stay alive.
+  bool throw_on_npumalloc_oom = false;
   std::string text;  // the setting string as given, for snapshots
 };
 

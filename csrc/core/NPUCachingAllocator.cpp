@@ -147,6 +147,7 @@ void setMemoryFraction(double fraction, c10::DeviceIndex device) {
 }
 
 DeviceStats getDeviceStats(c10::DeviceIndex device) { return allocator().getDeviceStats(device); }
+int64_t oomRejections(c10::DeviceIndex device) { return allocator().device(device).oomRejections(); }
 void resetPeakStats(c10::DeviceIndex device) { allocator().resetPeakStats(device); }
 void resetAccumulatedStats(c10::DeviceIndex device) { allocator().resetAccumulatedStats(device); }
 std::string memorySummary(c10::DeviceIndex device) { return allocator().device(device).summary(); }

@@ -27,6 +27,8 @@ void emptyCache();
 void emptyVirtAddrCache();
 void setMemoryFraction(double fraction, c10::DeviceIndex device);
 c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device);
+// Requests refused at once by throw_on_npumalloc_oom (not part of c10's DeviceStats).
+int64_t oomRejections(c10::DeviceIndex device);
 void resetPeakStats(c10::DeviceIndex device);
 void resetAccumulatedStats(c10::DeviceIndex device);
 // A short table of the device's current / peak usage (part of the out-of-memory message).

@@ -175,6 +175,11 @@ void DeviceCachingAllocator::setMemoryFraction(double fraction) {
   limit_ = static_cast<size_t>(fraction * static_cast<double>(total));
 }
 
+int64_t DeviceCachingAllocator::oomRejections() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return oom_rejections_;
+}
+
 DeviceStats DeviceCachingAllocator::stats() {
   std::lock_guard<std::mutex> lock(mutex_);
   DeviceStats s = stats_;
@@ -197,6 +202,7 @@ void DeviceCachingAllocator::resetAccumulated() {
   stats_.oversize_segments.reset_accumulated();
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
+  oom_rejections_ = 0;
   stats_.num_device_alloc = 0;
   stats_.num_device_free = 0;
 }
@@ -242,8 +248,7 @@ Block* DeviceCachingAllocator::allocSegment(const AllocatorSettings& settings, B
                                             nrtStream_t stream, size_t size,
                                             const std::shared_ptr<c10::GatheredContext>& context) {
   const size_t bytes = segmentSize(settings, size);
-  const int64_t reserved = stats_.reserved_bytes[0].current;
-  if (limited_ && static_cast<size_t>(reserved) + bytes > limit_) return nullptr;
+  if (!fitsLimits(settings, bytes)) return nullptr;
   void* ptr = nullptr;
   {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
@@ -454,10 +459,22 @@ void DeviceCachingAllocator::releaseSegment(Segment* segment) {
 }
 
 size_t DeviceCachingAllocator::allowedMemory() {
-  if (limited_) return limit_;
   size_t free_bytes = 0, total = 0;
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
-  return nrtMemGetInfo(&free_bytes, &total) == NRT_SUCCESS ? total : 0;
+  if (nrtMemGetInfo(&free_bytes, &total) != NRT_SUCCESS) total = 0;
+  const double fraction = allocatorSettings().per_process_memory_fraction;
+  if (fraction < 1.0) total = static_cast<size_t>(fraction * static_cast<double>(total));
+  return limited_ ? std::min(limit_, total) : total;
+}
+
+bool DeviceCachingAllocator::fitsLimits(const AllocatorSettings& settings, size_t bytes) {
+  const auto reserved = static_cast<size_t>(stats_.reserved_bytes[0].current);
+  if (limited_ && reserved + bytes > limit_) return false;
+  if (settings.per_process_memory_fraction >= 1.0) return true;
+  if (reserved + bytes <= allowedMemory()) return true;
+  // As torch_npu: the rejection is counted (and a serving process can watch the counter).
+  if (settings.throw_on_npumalloc_oom) ++oom_rejections_;
+  return false;
 }
 
 // garbage_collection_threshold: once the reserve passes that fraction of the allowed memory
@@ -516,9 +533,14 @@ void DeviceCachingAllocator::throwOutOfMemory(size_t request, std::unique_lock<s
      << " free; " << formatBytes(allocated) << " allocated by PyTorch; " << formatBytes(reserved)
      << " reserved in total by PyTorch";
   if (limited_) os << "; per-process limit " << formatBytes(limit_);
+  const AllocatorSettings& settings = allocatorSettings();
+  if (settings.per_process_memory_fraction < 1.0) {
+    os << "; PYTORCH_NPU_ALLOC_CONF per_process_memory_fraction " << settings.per_process_memory_fraction
+       << (settings.throw_on_npumalloc_oom ? " with throw_on_npumalloc_oom:True" : "");
+  }
   os << "). Free tensors you no longer need, reduce the batch size, or raise the software NPU's "
         "capacity with NPU_SIM_MEMORY.";
-  if (reserved - allocated > allocated / 2 && !allocatorSettings().expandable_segments) {
+  if (reserved - allocated > allocated / 2 && !settings.expandable_segments) {
     os << " If reserved but unallocated memory is large, try "
           "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
   }

@@ -88,6 +88,7 @@ class DeviceCachingAllocator {
   void emptyVirtAddrCache();
   void setMemoryFraction(double fraction);
   DeviceStats stats();
+  int64_t oomRejections();  // memory_stats()' num_oom_rejections
   void resetPeak();
   void resetAccumulated();
   std::string summary();
@@ -123,6 +124,9 @@ class DeviceCachingAllocator {
   void releaseSegment(Segment* segment);
   void collectGarbage(const AllocatorSettings& settings);
   size_t allowedMemory();
+  // Whether `bytes` more may be reserved under set_per_process_memory_fraction and the settings'
+  // per_process_memory_fraction; counts a throw_on_npumalloc_oom rejection when not.
+  bool fitsLimits(const AllocatorSettings& settings, size_t bytes);
   [[noreturn]] void throwOutOfMemory(size_t request, std::unique_lock<std::mutex>& lock);
 
   // Private pools (NPUPrivatePools.cpp), under the lock.
@@ -183,6 +187,7 @@ class DeviceCachingAllocator {
   std::vector<std::pair<c10::MempoolId_t, std::function<bool(nrtStream_t)>>> pool_routes_;
   bool limited_ = false;  // set_per_process_memory_fraction was called: reserved memory stays <= limit_
   size_t limit_ = 0;
+  int64_t oom_rejections_ = 0;  // requests refused by throw_on_npumalloc_oom
   // Why the runtime refused the last allocation (an injected fault, or capacity), for the OOM message.
   std::string runtime_refusal_;
   size_t page_size_ = 0;

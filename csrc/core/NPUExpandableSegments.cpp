@@ -63,8 +63,7 @@ Block* DeviceCachingAllocator::growExpandable(BlockPool& pool, nrtStream_t strea
   if (target == nullptr) return nullptr;
   const size_t step = size <= kSmallSize ? kExpandableSmallStep : kExpandableLargeStep;
   const size_t need = std::min(roundUp(size - before, step), target->size);
-  const auto reserved = static_cast<size_t>(stats_.reserved_bytes[0].current);
-  if (limit_ != 0 && reserved + need > limit_) return nullptr;
+  if (!fitsLimits(allocatorSettings(), need)) return nullptr;
   {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
     if (nrtMapMem(target->ptr, need) != NRT_SUCCESS) {

@@ -168,7 +168,7 @@ void initMemoryBindings(py::module& m) {
   m.def("_record_memory_history", &recordMemoryHistory, py::arg("enabled"), py::arg("context"),
         py::arg("stacks"), py::arg("max_entries"), py::arg("clear_history"));
   m.def("_memory_snapshot", &memorySnapshot);
-  m.def("_set_allocator_settings", [](const std::string& settings) {
+  auto setSettings = [](const std::string& settings) {
     torch::PyWarningHandler warnings;  // the settings' warnings become Python UserWarnings
     try {
       alloc::setAllocatorSettings(settings);
@@ -176,8 +176,11 @@ void initMemoryBindings(py::module& m) {
       warnings.set_in_exception();
       throw;
     }
-  });
+  };
+  m.def("_set_allocator_settings", setSettings);
+  m.def("_npu_npuCachingAllocator_set_allocator_settings", setSettings);  // torch_npu's name
   m.def("_get_allocator_settings", [] { return alloc::allocatorSettings().text; });
+  m.def("_npu_oomRejections", [](c10::DeviceIndex device) { return alloc::oomRejections(device); });
 }
 
 }  // namespace torch_npu::python

@@ -145,6 +145,12 @@ PYBIND11_MODULE(_C, m) {
                                   reinterpret_cast<nrtEvent_t>(end)));
     return static_cast<double>(ms);
   });
+  m.def("_event_recorded_time", [](int64_t event) {
+    TORCH_CHECK(event != 0, "recorded_time: the event was never recorded; call record() first");
+    uint64_t us = 0;
+    NPU_CHECK(nrtEventGetTimestamp(reinterpret_cast<nrtEvent_t>(event), &us));
+    return us;
+  });
   m.def("_utilization", [](int device) {
     int32_t percent = 0;
     NPU_CHECK(nrtGetDeviceUtilization(device, &percent));

@@ -286,6 +286,28 @@ nrtError_t nrtEventElapsedTime(float* ms, nrtEvent_t start, nrtEvent_t end) {
   });
 }
 
+nrtError_t nrtEventGetTimestamp(nrtEvent_t event, uint64_t* timestamp_us) {
+  return npu::runtime::WithRuntime([&](Runtime& rt) {
+    if (timestamp_us == nullptr) {
+      return NPU_RT_FAIL(NRT_ERROR_INVALID_VALUE, "nrtEventGetTimestamp: timestamp is NULL");
+    }
+    EventPtr found;
+    if (nrtError_t error = rt.events().Resolve(event, &found)) return error;
+    std::shared_ptr<EventRecord> record = found->latest();
+    if (!record) {
+      return NPU_RT_FAIL(NRT_ERROR_EVENT_NOT_RECORDED, "nrtEventGetTimestamp: event #",
+                         npu::runtime::HandleId(event), " was never recorded; call nrtEventRecord on it first");
+    }
+    if (!record->done()) {
+      return NPU_RT_FAIL(NRT_ERROR_NOT_READY, "nrtEventGetTimestamp: event #", npu::runtime::HandleId(event),
+                         " has not completed yet; synchronize on it first");
+    }
+    *timestamp_us = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(record->time().time_since_epoch()).count());
+    return NRT_SUCCESS;
+  });
+}
+
 nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event) {
   return npu::runtime::WithRuntime([&](Runtime& rt) {
     StreamPtr found_stream;

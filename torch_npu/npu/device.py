@@ -61,11 +61,23 @@ def is_initialized() -> bool:
 
 
 def init() -> None:
-    """The software NPU needs no explicit initialisation; kept for torch.cuda parity."""
+    """Initialises the process's device state now rather than at the first device use."""
+    _lazy_init()
+
+
+_acl_config_applied = False
 
 
 def _lazy_init() -> None:
-    pass
+    """Called by torch before the first npu tensor is made, and by set_device: reads what Ascend's
+    runtime reads at that point (ACL_OP_INIT_MODE, TORCH_ACL_INIT_CONFIG_PATH)."""
+    global _acl_config_applied
+    if _acl_config_applied:
+        return
+    from torch_npu.npu import _acl_config
+
+    _acl_config.apply()  # raises for a bad acl.json, again at each later attempt
+    _acl_config_applied = True
 
 
 def _is_in_bad_fork() -> bool:
@@ -83,6 +95,7 @@ def current_device() -> int:
 def set_device(device) -> None:
     idx = _index(device)
     if idx >= 0:
+        _lazy_init()
         _C._set_device(idx)
 
 

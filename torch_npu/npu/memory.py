@@ -19,8 +19,12 @@ def _dev(device):
 
 
 def memory_stats(device=None) -> "collections.OrderedDict[str, int]":
-    """Allocator statistics, same keys as torch.cuda.memory_stats()."""
-    return torch.accelerator.memory_stats(_dev(device))
+    """Allocator statistics, torch.cuda.memory_stats()' keys plus torch_npu's num_oom_rejections
+    (requests refused at once under PYTORCH_NPU_ALLOC_CONF's throw_on_npumalloc_oom:True)."""
+    idx = _dev(device)
+    stats = torch.accelerator.memory_stats(idx)
+    stats["num_oom_rejections"] = _C._npu_oomRejections(idx)
+    return stats
 
 
 def memory_allocated(device=None) -> int:

@@ -75,6 +75,14 @@ class Event(torch.Event):
 
         return _C._event_elapsed_time(self.event_id, end_event.event_id)
 
+    def recorded_time(self) -> int:
+        """When the event's last record completed, in microseconds of the host's monotonic clock
+        (aclrtEventGetTimestamp's unit); waits for it first."""
+        from torch_npu import _C
+
+        self.synchronize()
+        return _C._event_recorded_time(self.event_id)
+
     def record(self, stream=None):
         super().record(stream if stream is not None else current_stream())
 

@@ -20,7 +20,7 @@ from torch_npu.npu.device import (  # noqa: F401  (torch_npu.npu.utils re-export
     set_device,
     synchronize,
 )
-from torch_npu.npu.streams import current_stream, default_stream, set_stream, stream  # noqa: F401
+from torch_npu.npu.streams import StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 _CANN_MODULES = ("CANN", "RUNTIME", "COMPILER", "HCCL", "TOOLKIT", "OPP", "OPP_KERNEL", "DRIVER")
 

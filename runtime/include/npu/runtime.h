@@ -187,6 +187,8 @@ NRT_API nrtError_t nrtEventRecord(nrtEvent_t event, nrtStream_t stream);
 NRT_API nrtError_t nrtEventSynchronize(nrtEvent_t event);  // no-op if never recorded
 NRT_API nrtError_t nrtEventQuery(nrtEvent_t event);        // NRT_SUCCESS or NRT_ERROR_NOT_READY
 NRT_API nrtError_t nrtEventElapsedTime(float* ms, nrtEvent_t start, nrtEvent_t end);
+// When a completed event's task ran, in microseconds of the host's monotonic clock.
+NRT_API nrtError_t nrtEventGetTimestamp(nrtEvent_t event, uint64_t* timestamp_us);
 NRT_API nrtError_t nrtStreamWaitEvent(nrtStream_t stream, nrtEvent_t event);
 
 // Overflow status: the float status register of the software NPU. While detection is on, kernels
