@@ -134,6 +134,16 @@ def _install_multiprocessing() -> None:
 _install_multiprocessing()
 
 
+def _toolkit_environment() -> None:
+    """ASCEND_HOME_PATH points at the shipped CANN-shaped toolkit unless set (docs/toolkit.md)."""
+    from torch_npu.utils import toolkit
+
+    toolkit._set_environment()
+
+
+_toolkit_environment()
+
+
 def _transfer_from_environment() -> None:
     """TORCH_TRANSFER_TO_NPU=1: CUDA code runs on npu without editing it (torch_npu.contrib.transfer_to_npu)."""
     import os

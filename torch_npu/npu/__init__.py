@@ -177,6 +177,10 @@ from torch_npu.npu.profiler import (  # noqa: E402  (seed-era E2E profilers: tor
 )
 from torch_npu.npu import dump as _dump  # noqa: E402
 from torch_npu.npu.dump import finalize_dump, init_dump, set_dump  # noqa: E402
+from torch_npu.npu import _acl_config  # noqa: E402
+
+# (torch_npu.npu.device is the device class here; the module is reached through sys.modules.)
+_sys.modules["torch_npu.npu.device"]._first_use_hooks.append(_acl_config.apply)  # ACL_OP_INIT_MODE, TORCH_ACL_INIT_CONFIG_PATH
 from torch_npu.npu.utils import clear_npu_overflow_flag, get_npu_overflow_flag, npu_check_overflow  # noqa: E402
 from torch_npu.npu import _gpu_trace, _sanitizer  # noqa: E402,F401  (the stream-race checker)
 from torch_npu.npu import memory  # noqa: E402  (torch.npu.memory._record_memory_history, ...)

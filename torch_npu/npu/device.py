@@ -65,19 +65,20 @@ def init() -> None:
     _lazy_init()
 
 
-_acl_config_applied = False
+# Run once before the process's first device use (torch_npu.npu registers the acl.json checks); a
+# hook that raises leaves initialisation undone, so the next use raises again.
+_first_use_hooks: list = []
+_initialized_hooks = False
 
 
 def _lazy_init() -> None:
-    """Called by torch before the first npu tensor is made, and by set_device: reads what Ascend's
-    runtime reads at that point (ACL_OP_INIT_MODE, TORCH_ACL_INIT_CONFIG_PATH)."""
-    global _acl_config_applied
-    if _acl_config_applied:
+    """Called by torch before the first npu tensor is made, and by set_device."""
+    global _initialized_hooks
+    if _initialized_hooks:
         return
-    from torch_npu.npu import _acl_config
-
-    _acl_config.apply()  # raises for a bad acl.json, again at each later attempt
-    _acl_config_applied = True
+    for hook in _first_use_hooks:
+        hook()
+    _initialized_hooks = True
 
 
 def _is_in_bad_fork() -> bool:
