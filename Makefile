@@ -6,7 +6,7 @@ DEPS_STAMP := $(VENV)/.deps-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
-.PHONY: all build test test-cpp test-cpp-asan test-python demo bench bench-deps system-deps clean conformance supported-ops optests upstream-tests \
+.PHONY: all build test test-cpp test-cpp-asan test-python demo bench bench-deps system-deps clean conformance supported-ops optests upstream-tests ecosystem \
 	sanitize sanitize-tsan sanitize-adapter fuzz
 
 all: build
@@ -112,6 +112,12 @@ upstream-tests: build
 	@test -n "$(PYTORCH_NPU)" || { echo "usage: make upstream-tests PYTORCH_NPU=/path/to/Ascend-pytorch-checkout"; exit 2; }
 	$(VPY) -m pip install -q -r requirements-upstream-tests.txt
 	$(VPY) tools/upstream_tests/run.py $(PYTORCH_NPU) --jobs 2 --doc docs/conformance.md $(UPSTREAM_TESTS_ARGS)
+
+# transformers, accelerate, peft and DeepSpeed on npu, unchanged (a side venv, .venv-eco): their own
+# tests (accelerate's, peft's LoRA subset; transformers' from TRANSFORMERS=<checkout> if given) and our
+# scripts against CPU; writes the tables into docs/ecosystem.md. Not part of `make test`.
+ecosystem: build
+	$(VPY) tools/ecosystem/run.py --doc docs/ecosystem.md $(if $(TRANSFORMERS),--transformers $(TRANSFORMERS)) $(ECOSYSTEM_ARGS)
 
 # docs/supported_ops.md from the dispatcher registry of the installed build.
 supported-ops: build
