@@ -351,3 +351,28 @@ def test_clip_grad_norm_fused_matches_torch_clip_grad_norm(norm_type, max_norm):
     opt.step()  # the clipped gradients are the ones the fused step reads
     for a, b in zip(ref.parameters(), fused.parameters()):
         torch.testing.assert_close(b.detach().cpu(), (a - 0.1 * a.grad).detach().cpu(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("adam_w_mode", [True, False])
+def test_deepspeed_npu_fused_adam_call_pattern(adam_w_mode):
+    """DeepSpeed's NPU FusedAdam (op_builder/npu/fused_adam.py): per flat tensor, torch._fused_adamw_ /
+    torch._fused_adam_ with a device step tensor it increments itself; several steps against CPU."""
+    g = torch.Generator().manual_seed(0)
+    shapes = [(37,), (8, 5), (129,)]
+    params = [torch.randn(s, generator=g) for s in shapes]
+    grads = [[torch.randn(s, generator=g) for s in shapes] for _ in range(STEPS)]
+
+    def run(device):
+        p = [x.clone().to(device) for x in params]
+        m = [torch.zeros_like(x) for x in p]
+        v = [torch.zeros_like(x) for x in p]
+        fused = torch._fused_adamw_ if adam_w_mode else torch._fused_adam_
+        for step in range(1, STEPS + 1):
+            step_tensor = torch.tensor(step, dtype=torch.int64, device=device)
+            for i in range(len(p)):
+                fused([p[i]], [grads[step - 1][i].to(device)], [m[i]], [v[i]], [], [step_tensor], amsgrad=False,
+                      lr=1e-2, beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8, maximize=False)
+        return [x.cpu() for x in p]
+
+    for got, want in zip(run("npu"), run("cpu")):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

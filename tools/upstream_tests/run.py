@@ -33,6 +33,10 @@ from tables import summary_lines, write_doc  # noqa: E402
 # ddp files only (the rest drive hardware collectives' private options).
 DEFAULT_DIRS = ["npu", "contrib", "optim", "allocator", "trans_contiguous", "profiler", "distributed"]
 DISTRIBUTED_KEYS = ("hccl", "c10d", "ddp")
+# Files that are slow by design on 2 cores, with the time they get instead of --timeout:
+# test_fault_mode starts 100 processes that each import torch; test_optim runs every optimizer's
+# full PyTorch test matrix.
+SLOW_FILES = {"npu/test_fault_mode.py": 900, "optim/test_optim.py": 900}
 
 
 @dataclass
@@ -201,8 +205,8 @@ def main(argv=None):
                for f in skipped]
     with tempfile.TemporaryDirectory(prefix="upstream-tests-") as workdir, \
             ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_file, test_root, f, args.python, args.timeout, Path(workdir), env)
-                   for f in to_run]
+        futures = [pool.submit(run_file, test_root, f, args.python, max(args.timeout, SLOW_FILES.get(f, 0)),
+                               Path(workdir), env) for f in to_run]
         for future in futures:
             r = future.result()
             results.append(r)
