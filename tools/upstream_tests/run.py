@@ -169,6 +169,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=300, help="seconds per file (default 300)")
     parser.add_argument("--python", default=sys.executable, help="interpreter with torch_npu installed")
     parser.add_argument("--rerun-failed", help="re-run the files that failed in this results.json, merged into it")
+    parser.add_argument("--merge", action="store_true",
+                        help="with --files: their results replace theirs in --json's earlier run (else a new run)")
     parser.add_argument("--json", type=Path, default=Path("build/upstream_tests/results.json"))
     parser.add_argument("--doc", type=Path, help="write the tables into this markdown file's upstream-tests section")
     parser.add_argument("--report-only", action="store_true",
@@ -201,6 +203,8 @@ def main(argv=None):
     started = time.monotonic()
     # A re-run's earlier results are read now: the saves below may write to the same file.
     previous = json.loads(Path(args.rerun_failed).read_text()) if args.rerun_failed else None
+    if args.merge and args.json.exists():
+        previous = json.loads(args.json.read_text())
     results = [FileResult(path=f, status="chip-specific", cause="chip-specific", detail=CHIP_SPECIFIC[f])
                for f in skipped]
     with tempfile.TemporaryDirectory(prefix="upstream-tests-") as workdir, \
@@ -245,11 +249,12 @@ def file_line(r: FileResult) -> str:
 def _merge(previous: dict, rerun, meta):
     fresh = {r.path: r for r in rerun}
     fields = set(FileResult.__dataclass_fields__)
-    merged = [fresh.get(d["path"]) or FileResult(**{k: v for k, v in d.items() if k in fields})
+    merged = [fresh.pop(d["path"], None) or FileResult(**{k: v for k, v in d.items() if k in fields})
               for d in previous["files"]]
+    merged += fresh.values()  # files the earlier run did not have
     old = previous["meta"]
     return merged, dict(meta, seconds=old.get("seconds", 0) + meta["seconds"],
-                        selection=f"{old.get('selection')}, its {len(rerun)} failed files re-run")
+                        selection=f"{old.get('selection')}, {len(rerun)} files re-run")
 
 
 if __name__ == "__main__":
