@@ -1,6 +1,8 @@
 """Streams and events on npu: torch.npu.Stream/Event, the stream context, cross-stream ordering,
 torch.Stream / torch.Event / torch.accelerator integration, Tensor.record_stream."""
 
+import copy
+
 import pytest
 import torch
 
@@ -422,3 +424,23 @@ def test_allocator_does_not_hand_out_memory_still_used_by_side_stream():
     z = torch.zeros(256, device="npu")  # may reuse x's block: y must not change
     torch.testing.assert_close(y.cpu(), _chain(a, 20))
     assert torch.equal(z.cpu(), torch.zeros(256))
+
+
+def test_inference_mode_work_runs_on_the_stream_worker():
+    """Tensors made under torch.inference_mode() are written by kernels on the stream's worker thread,
+    which is not in that mode: forward passes (named device ops and ATen-backed ones) must still run."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.GELU(), torch.nn.Linear(20, 5))
+    x = torch.randn(9, 10)
+    npu_model = copy.deepcopy(model).npu()
+    with torch.inference_mode():
+        out = npu_model(x.npu())
+        eye = torch.eye(10, device="npu")
+        summed = (out * 2 + 1).sum(0)
+        assert out.is_inference()
+    torch.npu.synchronize()
+    with torch.no_grad():
+        ref = model(x)
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(summed.cpu(), (ref * 2 + 1).sum(0), rtol=1e-5, atol=1e-5)
+    assert torch.equal(eye.cpu(), torch.eye(10))

@@ -3,6 +3,8 @@
 
 #include "csrc/core/NPUThreadTeams.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -40,6 +42,9 @@ struct Task {
   std::string run() {
     std::string error;
     try {
+      // Kernels run below autograd: the tensors they write may have been made under the caller's
+      // InferenceMode, which this (worker) thread does not share; their writes bump no versions.
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
       fn();
       return "";
     } catch (const c10::Error& e) {

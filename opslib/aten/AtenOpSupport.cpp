@@ -1,6 +1,7 @@
 // AtenOpSupport.cpp - descriptor conversion, kernel boxing and registration for the ATen-backed ops.
 #include "AtenOpSupport.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
@@ -208,6 +209,9 @@ struct BoxedKernel {
 int runBoxedKernel(void* data, void* /*workspace*/, uint64_t /*workspace_size*/) {
   auto* boxed = static_cast<BoxedKernel*>(data);
   try {
+    // Below autograd: operands prepared under the caller's InferenceMode are inference tensors,
+    // which the worker thread (outside that mode) could not write otherwise.
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
     loadStaged(boxed->staged);
     boxed->kernel();
     storeStaged(boxed->staged);
