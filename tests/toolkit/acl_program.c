@@ -5,16 +5,9 @@
 #include <stdlib.h>
 
 #include "acl/acl.h"
+#include "acl_check.h"
 #include "aclnnop/aclnn_add.h"
 
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    aclError err_ = (call);                                                           \
-    if (err_ != ACL_SUCCESS) {                                                        \
-      fprintf(stderr, "%s failed: %d %s\n", #call, err_, aclGetRecentErrMsg());        \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
 
 static void on_stream(void* args) { *(int*)args = 42; }
 

@@ -3,12 +3,7 @@
 #include <stdint.h>
 
 #include "npu/kernel_launch.h"
-
-struct ScaleArgs {
-  float* data;
-  int64_t n;
-  float factor;
-};
+#include "scale_args.h"
 
 int scale_kernel(void* raw) {
   const struct ScaleArgs* args = (const struct ScaleArgs*)raw;

@@ -3,21 +3,9 @@
 #include <stdio.h>
 
 #include "acl/acl.h"
+#include "acl_check.h"
+#include "scale_args.h"
 
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    aclError err_ = (call);                                                           \
-    if (err_ != ACL_SUCCESS) {                                                        \
-      fprintf(stderr, "%s failed: %d %s\n", #call, err_, aclGetRecentErrMsg());        \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
-
-struct ScaleArgs {
-  float* data;
-  int64_t n;
-  float factor;
-};
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
