@@ -81,8 +81,8 @@ def junit_counts(xml: Path) -> dict:
             counts["skipped"] += 1
         elif bad is not None:
             counts["failed" if bad.tag == "failure" else "errors"] += 1
-            message = (bad.get("message") or (bad.text or "").strip().splitlines()[-1:] or [""])
-            message = message if isinstance(message, str) else message[0]
+            lines = (bad.text or "").strip().splitlines()
+            message = bad.get("message") or (lines[-1] if lines else "")
             counts["failures"].append(f"{case.get('name')}: {message.splitlines()[0][:160] if message else ''}")
         else:
             counts["passed"] += 1
