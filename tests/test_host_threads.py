@@ -67,6 +67,35 @@ def test_convolution_results_are_placed_or_copied_exactly():
                 torch.testing.assert_close(a.grad.cpu(), c.grad, **tol)
 
 
+def test_repeated_convolutions_write_their_results_in_place():
+    """oneDNN's convolution allocates blocks of its result's size before the result (a reordered
+    input, its blocked output); after one call with given shapes the placement goes to the block the
+    kernel returns, so later steps store forward and backward results with no copy, and stay exact."""
+    torch.manual_seed(0)
+    for cin, cout, stride in ((3, 16, 1), (16, 16, 1), (16, 32, 2)):
+        x = torch.randn(8, cin, 16, 16)
+        w = torch.randn(cout, cin, 3, 3)
+        xn, wn = x.npu().requires_grad_(), w.npu().requires_grad_()
+        g = torch.randn_like(F.conv2d(x, w, padding=1, stride=stride))
+        F.conv2d(xn, wn, padding=1, stride=stride).backward(g.npu())  # learns where results go
+        torch.npu.synchronize()
+        before = torch_npu._C._host_cache_stats()
+        for _ in range(3):
+            out = F.conv2d(xn, wn, padding=1, stride=stride)
+            out.backward(g.npu())
+        torch.npu.synchronize()
+        after = torch_npu._C._host_cache_stats()
+        assert after["results_copied"] == before["results_copied"], (cin, cout, stride)
+        assert after["results_in_place"] - before["results_in_place"] == 9  # out, grad input, grad weight
+        xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+        for _ in range(4):
+            out_c = F.conv2d(xc, wc, padding=1, stride=stride)
+            out_c.backward(g)
+        torch.testing.assert_close(out.cpu(), out_c, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(xn.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(wn.grad.cpu(), wc.grad, rtol=1e-4, atol=1e-3)
+
+
 def test_host_kernel_temporaries_come_from_a_cache_that_empty_cache_frees():
     x = torch.randn(32, 16, 32, 32, device="npu")
     w = torch.randn(32, 16, 3, 3, device="npu")

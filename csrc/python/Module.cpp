@@ -92,6 +92,10 @@ PYBIND11_MODULE(_C, m) {
     d["in_use_bytes"] = in_use;
     d["hits"] = hits;
     d["misses"] = misses;
+    size_t in_place = 0, by_copy = 0;
+    npu_opslib_aten_result_store_counts(&in_place, &by_copy);
+    d["results_in_place"] = in_place;
+    d["results_copied"] = by_copy;
     return d;
   });
   m.def("_release_counts", [] { return at_npu::native::releaseCounts(); });

@@ -12,6 +12,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -37,23 +39,66 @@ size_t sizeClass(size_t n) {
   return (n + step - 1) / step * step;
 }
 
+// One output's placement while its kernel runs. A kernel may allocate several blocks of the
+// output's size (oneDNN's convolution: a reordered input, its blocked result, the plain result,
+// a contiguous copy); only the one it returns should be placed. Which one that is, `skip` says:
+// the number of same-sized allocations to pass over, learned from the kernel's earlier calls
+// with the same shapes (ATen allocates in the same order each time).
+constexpr int kMaxSeen = 8;
 struct Placement {
   void* where = nullptr;
   size_t bytes = 0;
+  int skip = 0;     // same-sized allocations to pass over; -1: place none
+  int seen = 0;     // same-sized allocations made so far
+  bool taken = false;
+  void* allocated[kMaxSeen] = {};  // the same-sized allocations, in order (for learning)
 };
-// The placements of the kernel running on this thread (one per output), each used once.
+// The placements of the kernel running on this thread (one per output).
 constexpr int kMaxPlacements = 4;
 thread_local Placement t_placements[kMaxPlacements];
+thread_local bool t_placing = false;
+// The learned skips of this thread's kernels, by call site and shapes.
+thread_local uint64_t t_site_key = 0;
+thread_local std::unordered_map<uint64_t, std::array<int8_t, kMaxPlacements>> t_learned;
+constexpr size_t kMaxLearned = 4096;  // distinct shapes remembered per thread
 
+// The placement for an allocation of n bytes (nullptr: none); records the allocation's order.
 void* takePlacement(size_t n) {
+  void* where = nullptr;
   for (Placement& p : t_placements) {
-    if (p.where != nullptr && p.bytes == n) {
-      void* where = p.where;
-      p = {};
-      return where;
+    if (p.where == nullptr || p.bytes != n) continue;
+    if (where == nullptr && !p.taken && p.seen == p.skip) {
+      p.taken = true;
+      where = p.where;
     }
   }
-  return nullptr;
+  return where;
+}
+
+void noteAllocation(size_t n, void* ptr) {
+  for (Placement& p : t_placements) {
+    if (p.where == nullptr || p.bytes != n) continue;
+    if (p.seen < kMaxSeen) p.allocated[p.seen] = ptr;
+    ++p.seen;
+  }
+}
+
+uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL; }
+
+uint64_t shapeKey(const char* site, std::initializer_list<at::Tensor> outputs,
+                  std::initializer_list<at::Tensor> inputs) {
+  uint64_t h = mix(0xcbf29ce484222325ULL, reinterpret_cast<uintptr_t>(site));
+  for (const auto* list : {&outputs, &inputs}) {
+    for (const at::Tensor& t : *list) {
+      if (!t.defined()) {
+        h = mix(h, 0x55);
+        continue;
+      }
+      h = mix(h, static_cast<uint64_t>(t.scalar_type()) << 8 | static_cast<uint64_t>(t.dim()));
+      for (int64_t d = 0; d < t.dim(); ++d) h = mix(mix(h, t.size(d)), t.stride(d));
+    }
+  }
+  return h;
 }
 
 bool overlaps(const at::Tensor& a, const at::Tensor& b) {
@@ -68,13 +113,23 @@ class HostCacheAllocator final : public c10::Allocator {
   explicit HostCacheAllocator(c10::Allocator* base) : base_(base) {}
 
   c10::DataPtr allocate(size_t n) override {
-    if (t_placements[0].where != nullptr || t_placements[1].where != nullptr) {
+    if (t_placing) {
       if (void* p = takePlacement(n)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        placed_.insert(p);
+        noteAllocation(n, p);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          placed_.insert(p);
+        }
         return {p, p, &releasePlaced, c10::Device(c10::DeviceType::CPU)};
       }
+      c10::DataPtr block = allocateBlock(n);
+      noteAllocation(n, block.get());
+      return block;
     }
+    return allocateBlock(n);
+  }
+
+  c10::DataPtr allocateBlock(size_t n) {
     if (n < kMinCached || nrtOnStreamWorker() == 0) return base_->allocate(n);
     void* p = take(sizeClass(n));
     if (p == nullptr) return base_->allocate(n);  // out of address space: the base decides
@@ -104,6 +159,8 @@ class HostCacheAllocator final : public c10::Allocator {
   }
 
   static HostCacheAllocator* instance;
+  // Results stored with no copy (placed), and with a copy.
+  static std::atomic<size_t> stored_in_place, stored_by_copy;
 
  private:
   void* take(size_t size) {
@@ -177,6 +234,8 @@ class HostCacheAllocator final : public c10::Allocator {
 };
 
 HostCacheAllocator* HostCacheAllocator::instance = nullptr;
+std::atomic<size_t> HostCacheAllocator::stored_in_place{0};
+std::atomic<size_t> HostCacheAllocator::stored_by_copy{0};
 
 bool sameMemory(const at::Tensor& a, const at::Tensor& b) {
   return a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
@@ -185,28 +244,65 @@ bool sameMemory(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
-ResultPlacement::ResultPlacement(std::initializer_list<at::Tensor> outputs,
+ResultPlacement::ResultPlacement(const char* site, std::initializer_list<at::Tensor> outputs,
                                  std::initializer_list<at::Tensor> inputs) {
   // Only when the cache sits in front of the CPU allocator (otherwise nothing would see the
   // placements), for outputs that are one dense block at an address a CPU kernel may assume, and
   // that share no memory with the inputs: a temporary placed there would overwrite an input.
   if (HostCacheAllocator::instance == nullptr || c10::GetCPUAllocator() != HostCacheAllocator::instance) return;
-  int next = 0;
+  t_site_key = shapeKey(site, outputs, inputs);
+  auto learned = t_learned.find(t_site_key);
+  int slot = 0;
   for (const at::Tensor& out : outputs) {
-    if (next == kMaxPlacements) break;
+    if (slot == kMaxPlacements) break;
+    const int index = slot++;
     if (!out.defined() || !out.is_non_overlapping_and_dense() || out.nbytes() == 0) continue;
     if (reinterpret_cast<uintptr_t>(out.data_ptr()) % kCpuAlignment != 0) continue;
     if (std::any_of(inputs.begin(), inputs.end(), [&](const at::Tensor& in) { return overlaps(in, out); })) continue;
-    t_placements[next++] = {out.data_ptr(), out.nbytes()};
+    Placement& p = t_placements[index];
+    p = {};
+    p.where = out.data_ptr();
+    p.bytes = out.nbytes();
+    p.skip = learned == t_learned.end() ? 0 : learned->second[index];
+    t_placing = true;
   }
 }
 
 ResultPlacement::~ResultPlacement() {
   for (Placement& p : t_placements) p = {};
+  t_placing = false;
 }
 
+namespace {
+// After a result missed its placement: which of the kernel's same-sized allocations it was, so
+// that the next call with these shapes places that one.
+void learnPlacement(const at::Tensor& out, const at::Tensor& result) {
+  for (int slot = 0; slot < kMaxPlacements; ++slot) {
+    const Placement& p = t_placements[slot];
+    if (p.where != out.data_ptr() || p.bytes != out.nbytes()) continue;
+    int found = -1;  // not one of them (a view, another size): place none
+    for (int i = std::min(p.seen, kMaxSeen) - 1; i >= 0; --i) {
+      if (p.allocated[i] == result.data_ptr()) {
+        found = i;
+        break;
+      }
+    }
+    if (t_learned.size() >= kMaxLearned && t_learned.count(t_site_key) == 0) t_learned.clear();
+    auto [it, inserted] = t_learned.try_emplace(t_site_key);
+    if (inserted) it->second.fill(0);
+    it->second[slot] = static_cast<int8_t>(found);
+    return;
+  }
+}
+}  // namespace
+
 void storeResult(const at::Tensor& out, const at::Tensor& result) {
-  if (sameMemory(out, result)) return;  // placed
+  if (sameMemory(out, result)) {  // placed
+    HostCacheAllocator::stored_in_place.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  HostCacheAllocator::stored_by_copy.fetch_add(1, std::memory_order_relaxed);
+  if (t_placing) learnPlacement(out, result);
   const char* begin = static_cast<const char*>(out.data_ptr());
   const char* at = static_cast<const char*>(result.data_ptr());
   if (at >= begin && at < begin + out.nbytes()) {
@@ -242,6 +338,12 @@ NOP_API void npu_opslib_aten_host_cache_stats(size_t* cached, size_t* in_use, si
     return;
   }
   npu::opslib::aten::HostCacheAllocator::instance->stats(cached, in_use, hits, misses);
+}
+
+NOP_API void npu_opslib_aten_result_store_counts(size_t* in_place, size_t* by_copy) {
+  using npu::opslib::aten::HostCacheAllocator;
+  *in_place = HostCacheAllocator::stored_in_place.load(std::memory_order_relaxed);
+  *by_copy = HostCacheAllocator::stored_by_copy.load(std::memory_order_relaxed);
 }
 
 }  // extern "C"

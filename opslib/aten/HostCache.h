@@ -13,14 +13,18 @@
 
 namespace npu::opslib::aten {
 
-// While alive, the calling thread's next CPU allocation of exactly out.nbytes() bytes is `out`'s
+// While alive, one CPU allocation of exactly out.nbytes() bytes on the calling thread is `out`'s
 // own memory, for each of `outputs` that is dense, aligned as CPU allocations are and apart from
 // every input: a kernel that returns new tensors then writes its results where the op's outputs
-// live, and storeResult() has nothing to copy. Why: host kernels returning fresh tensors
+// live, and storeResult() has nothing to copy. Which allocation: the first of that size, until
+// storeResult() has seen which one the kernel returned for this site and these shapes (a kernel
+// may allocate temporaries of its result's size first). Why: host kernels returning fresh tensors
 // (convolution, matmul) cost an extra pass over each result to copy it into device memory.
+// `site` names the call (a string literal); outputs are matched to storeResult() calls by address.
 class ResultPlacement {
  public:
-  ResultPlacement(std::initializer_list<at::Tensor> outputs, std::initializer_list<at::Tensor> inputs);
+  ResultPlacement(const char* site, std::initializer_list<at::Tensor> outputs,
+                  std::initializer_list<at::Tensor> inputs);
   ~ResultPlacement();
   ResultPlacement(const ResultPlacement&) = delete;
   ResultPlacement& operator=(const ResultPlacement&) = delete;
@@ -42,6 +46,10 @@ void npu_opslib_aten_install_host_cache(void);
 void npu_opslib_aten_empty_host_cache(void);
 // cached (free) bytes, bytes in use, hits, misses.
 void npu_opslib_aten_host_cache_stats(size_t* cached, size_t* in_use, size_t* hits, size_t* misses);
+// Kernel results stored where their outputs live with no copy (placed), and with a copy.
+void npu_opslib_aten_result_store_counts(size_t* in_place, size_t* by_copy);
+// Kernel results stored where their outputs live with no copy (placed), and with a copy.
+void npu_opslib_aten_result_store_counts(size_t* in_place, size_t* by_copy);
 
 #ifdef __cplusplus
 }
