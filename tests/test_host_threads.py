@@ -5,6 +5,7 @@ Speed is measured in bench/ (the demo section); these tests check the behaviour 
 promises and that results stay exactly those of the CPU.
 """
 
+import copy
 import os
 import time
 
@@ -94,6 +95,47 @@ def test_repeated_convolutions_write_their_results_in_place():
         torch.testing.assert_close(out.cpu(), out_c, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(xn.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(wn.grad.cpu(), wc.grad, rtol=1e-4, atol=1e-3)
+
+
+def test_batch_norm_and_layer_norm_gradients_are_placed():
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm2d(16)
+    ln = torch.nn.LayerNorm(64)
+    for module, shape in ((bn, (8, 16, 16, 16)), (ln, (8, 32, 64))):
+        x = torch.randn(shape)
+        g = torch.randn(shape)
+        mn = copy.deepcopy(module).npu()
+        xn = x.npu().requires_grad_()
+        mn(xn).backward(g.npu())  # learns where results go
+        torch.npu.synchronize()
+        before = torch_npu._C._host_cache_stats()
+        mn(xn).backward(g.npu())
+        torch.npu.synchronize()
+        after = torch_npu._C._host_cache_stats()
+        assert after["results_copied"] == before["results_copied"], type(module).__name__
+        assert after["results_in_place"] - before["results_in_place"] == 3
+        mc, xc = copy.deepcopy(module), x.clone().requires_grad_()
+        for _ in range(2):
+            mc(xc).backward(g)
+        torch.testing.assert_close(xn.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(mn.weight.grad.cpu(), mc.weight.grad, rtol=1e-4, atol=1e-3)
+        torch.testing.assert_close(mn.bias.grad.cpu(), mc.bias.grad, rtol=1e-4, atol=1e-3)
+
+
+def test_gradients_of_one_size_are_stored_apart():
+    """A 1x1 convolution with batch == out channels: grad input and grad weight have the same size,
+    so a kernel's first block of that size may be either; each must still land in its own output."""
+    torch.manual_seed(0)
+    x = torch.randn(32, 64, 1, 1)
+    w = torch.randn(32, 64, 1, 1)
+    g = torch.randn(32, 32, 1, 1)
+    xn, wn = x.npu().requires_grad_(), w.npu().requires_grad_()
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    for _ in range(3):
+        F.conv2d(xn, wn).backward(g.npu())
+        F.conv2d(xc, wc).backward(g)
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(wn.grad.cpu(), wc.grad, rtol=1e-4, atol=1e-4)
 
 
 def test_host_kernel_temporaries_come_from_a_cache_that_empty_cache_frees():

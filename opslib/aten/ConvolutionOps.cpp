@@ -5,6 +5,8 @@
 #include "AtenOpSupport.h"
 #include "HostCache.h"
 
+#include <optional>
+
 using namespace npu::opslib::aten;
 
 namespace {
@@ -29,7 +31,8 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionGetWorkspaceSize(
     return Prepared{{x, w, b}, [=]() mutable {
                       std::optional<at::Tensor> bias_opt;
                       if (b.defined()) bias_opt = computeType(b);
-                      const ResultPlacement placed("convolution", {o}, {x, w, b});
+                      std::optional<ResultPlacement> placed;  // float16 results come back as float32
+                      if (x.scalar_type() != at::kHalf) placed.emplace("convolution", Tensors{o}, Tensors{x, w, b});
                       storeResult(o, at::convolution(computeType(x), computeType(w), bias_opt, s, p, d,
                                                      transposed, op, groups));
                     }, {o}};
@@ -54,13 +57,14 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
                       const std::array<bool, 3> mask{gi.defined(), gw.defined(), gb.defined()};
                       std::optional<at::IntArrayRef> bias_sizes;
                       if (gb.defined()) bias_sizes = at::IntArrayRef(bs);
-                      const ResultPlacement placed("convolution_backward", {gi, gw, gb}, {g, x, w});
+                      std::optional<ResultPlacement> placed;  // float16 results come back as float32
+                      if (x.scalar_type() != at::kHalf) {
+                        placed.emplace("convolution_backward", Tensors{gi, gw, gb}, Tensors{g, x, w});
+                      }
                       auto [rgi, rgw, rgb] = at::convolution_backward(
                           computeType(g), computeType(x), computeType(w), bias_sizes, s, p, d,
                           transposed, op, groups, mask);
-                      if (gi.defined()) storeResult(gi, rgi);
-                      if (gw.defined()) storeResult(gw, rgw);
-                      if (gb.defined()) storeResult(gb, rgb);
+                      storeResults({gi, gw, gb}, {rgi, rgw, rgb});
                     }, {gi, gw, gb}};
   });
 }

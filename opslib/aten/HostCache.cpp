@@ -18,6 +18,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "npu/opslib.h"
 
@@ -310,6 +311,26 @@ void storeResult(const at::Tensor& out, const at::Tensor& result) {
     return;
   }
   out.copy_(result);
+}
+
+void storeResults(Tensors outputs, Tensors results) {
+  std::vector<at::Tensor> outs(outputs), res(results);
+  TORCH_CHECK(outs.size() == res.size(), "storeResults: ", outs.size(), " outputs, ", res.size(), " results");
+  for (size_t j = 0; j < res.size(); ++j) {
+    if (!outs[j].defined() || !res[j].defined() || res[j].numel() == 0) continue;
+    const char* at = static_cast<const char*>(res[j].data_ptr());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (i == j || !outs[i].defined() || outs[i].numel() == 0) continue;
+      const char* begin = static_cast<const char*>(outs[i].data_ptr());
+      if (at >= begin && at < begin + outs[i].nbytes()) {
+        res[j] = res[j].clone();
+        break;
+      }
+    }
+  }
+  for (size_t j = 0; j < outs.size(); ++j) {
+    if (outs[j].defined()) storeResult(outs[j], res[j]);
+  }
 }
 
 }  // namespace npu::opslib::aten

@@ -21,6 +21,8 @@ namespace npu::opslib::aten {
 // may allocate temporaries of its result's size first). Why: host kernels returning fresh tensors
 // (convolution, matmul) cost an extra pass over each result to copy it into device memory.
 // `site` names the call (a string literal); outputs are matched to storeResult() calls by address.
+using Tensors = std::initializer_list<at::Tensor>;
+
 class ResultPlacement {
  public:
   ResultPlacement(const char* site, std::initializer_list<at::Tensor> outputs,
@@ -33,6 +35,10 @@ class ResultPlacement {
 // out = result: nothing when result already lies in out's memory with out's layout (a placement),
 // else a copy (through a temporary when result overlaps out in another layout).
 void storeResult(const at::Tensor& out, const at::Tensor& result);
+
+// Several outputs at once (undefined outputs are skipped): a result that lies in another output's
+// memory (a kernel's same-sized block placed there) is read out before any output is written.
+void storeResults(Tensors outputs, Tensors results);
 
 }  // namespace npu::opslib::aten
 

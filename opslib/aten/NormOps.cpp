@@ -5,15 +5,15 @@
 #include <ATen/ops/native_layer_norm_backward_cpu_dispatch.h>
 
 #include "AtenOpSupport.h"
+#include "HostCache.h"
+
+#include <optional>
 
 using namespace npu::opslib::aten;
 
 namespace {
 std::optional<at::Tensor> opt(const at::Tensor& t) {
   return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
-}
-void copyIfWanted(at::Tensor& dst, const at::Tensor& src) {
-  if (dst.defined()) dst.copy_(src);
 }
 bool reduced(const at::Tensor& t) {
   return t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16);
@@ -75,12 +75,15 @@ extern "C" NOP_API aclnnStatus aclnnBatchNormBackwardGetWorkspaceSize(
     at::Tensor gi = hostTensor(gradInput), gw = hostTensor(gradWeight), gb = hostTensor(gradBias);
     return Prepared{{g, x, w, sm, si}, [=]() mutable {
                       const std::array<bool, 3> mask{gi.defined(), gw.defined(), gb.defined()};
+                      // Placed only when computed in the outputs' own type (float16 and bfloat16
+                      // compute in float32: results of another size and type).
+                      std::optional<ResultPlacement> placed;
+                      if (!reduced(x)) placed.emplace("native_batch_norm_backward", Tensors{gi, gw, gb},
+                                                      Tensors{g, x, w, rm, rv, sm, si});
                       auto [rgi, rgw, rgb] = at::cpu::native_batch_norm_backward(
                           wide(g), wide(x), opt(wide(w)), opt(wide(rm)), opt(wide(rv)),
                           opt(wide(sm)), opt(wide(si)), training, eps, mask);
-                      copyIfWanted(gi, rgi);
-                      copyIfWanted(gw, rgw);
-                      copyIfWanted(gb, rgb);
+                      storeResults({gi, gw, gb}, {rgi, rgw, rgb});
                     }, {gi, gw, gb}};
   });
 }
@@ -102,11 +105,11 @@ extern "C" NOP_API aclnnStatus aclnnLayerNormBackwardGetWorkspaceSize(
     auto shape = intArray(normalizedShape);
     return Prepared{{g, x, m, r, w}, [=]() mutable {
                       const std::array<bool, 3> mask{gi.defined(), gw.defined(), gb.defined()};
+                      const ResultPlacement placed("native_layer_norm_backward", {gi, gw, gb},
+                                                   {g, x, m, r, w, b});
                       auto [rgi, rgw, rgb] = at::cpu::native_layer_norm_backward(
                           g, x, shape, m, r, opt(w), opt(b), mask);
-                      copyIfWanted(gi, rgi);
-                      copyIfWanted(gw, rgw);
-                      copyIfWanted(gb, rgb);
+                      storeResults({gi, gw, gb}, {rgi, rgw, rgb});
                     }, {gi, gw, gb}};
   });
 }
