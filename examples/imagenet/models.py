@@ -4,8 +4,6 @@ seed's channel-shuffle rewrites. Tiny variants (`resnet_tiny`, `shufflenet_v2_ti
 import torch
 import torch.nn as nn
 
-from torch_npu.contrib.module import ChannelShuffle as AffinityChannelShuffle
-
 
 # --- ResNet -------------------------------------------------------------------------------------
 class BasicBlock(nn.Module):
@@ -100,6 +98,9 @@ class ChannelShuffle(nn.Module):
         # A buffer, so model.to(device) moves it once instead of copying it every step.
         self.register_buffer("perm", shuffle_permutation(channels), persistent=False)
         if impl == "fused":
+            # Imported here: the CPU-only runs of these models (the demo's reference) never load torch_npu.
+            from torch_npu.contrib.module import ChannelShuffle as AffinityChannelShuffle
+
             self.fused = AffinityChannelShuffle(channels, groups=2, split_shuffle=self.split)
 
     def forward(self, x1, x2):

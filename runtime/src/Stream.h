@@ -163,7 +163,7 @@ class Stream {
     }
   }
   // The worker's first sleep after running tasks: at most kIdleRelease, then the idle hook runs.
-  void SleepBeforeIdleHook(uint64_t index);
+  void SleepBeforeIdleHook(uint64_t index, std::chrono::microseconds budget);
   void RecordFailure(std::string message);
   void RunNow(Task& task);  // TryRunNow's run, on the calling thread
   // Watchdog: what the worker is running and since when (steady-clock ns; 0 when idle).
@@ -196,7 +196,7 @@ class Stream {
   std::atomic<uint32_t> wake_{0};  // futex word the idle worker sleeps on
   // Set while the worker's sleep is the timed one before the idle hook (SleepBeforeIdleHook).
   std::atomic<bool> worker_timed_{false};
-  // Set by Synchronize(): the next time the worker runs out of work it runs the idle hook at once.
+  // Set by Synchronize(): the next time the worker runs out of work it runs the idle hook soon.
   std::atomic<bool> idle_hook_now_{false};
   // Host threads blocked in Synchronize() on this stream (past the first spin).
   std::atomic<int> host_waiting_{0};
