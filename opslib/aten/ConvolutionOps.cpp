@@ -5,8 +5,6 @@
 #include "AtenOpSupport.h"
 #include "HostCache.h"
 
-#include <optional>
-
 using namespace npu::opslib::aten;
 
 namespace {
@@ -31,8 +29,7 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionGetWorkspaceSize(
     return Prepared{{x, w, b}, [=]() mutable {
                       std::optional<at::Tensor> bias_opt;
                       if (b.defined()) bias_opt = computeType(b);
-                      std::optional<ResultPlacement> placed;  // float16 results come back as float32
-                      if (x.scalar_type() != at::kHalf) placed.emplace("convolution", Tensors{o}, Tensors{x, w, b});
+                      const ResultPlacement placed("convolution", {o}, {x, w, b});
                       storeResult(o, at::convolution(computeType(x), computeType(w), bias_opt, s, p, d,
                                                      transposed, op, groups));
                     }, {o}};
@@ -57,10 +54,7 @@ extern "C" NOP_API aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
                       const std::array<bool, 3> mask{gi.defined(), gw.defined(), gb.defined()};
                       std::optional<at::IntArrayRef> bias_sizes;
                       if (gb.defined()) bias_sizes = at::IntArrayRef(bs);
-                      std::optional<ResultPlacement> placed;  // float16 results come back as float32
-                      if (x.scalar_type() != at::kHalf) {
-                        placed.emplace("convolution_backward", Tensors{gi, gw, gb}, Tensors{g, x, w});
-                      }
+                      const ResultPlacement placed("convolution_backward", {gi, gw, gb}, {g, x, w});
                       auto [rgi, rgw, rgb] = at::convolution_backward(
                           computeType(g), computeType(x), computeType(w), bias_sizes, s, p, d,
                           transposed, op, groups, mask);

@@ -86,8 +86,7 @@ void noteAllocation(size_t n, void* ptr) {
 
 uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL; }
 
-uint64_t shapeKey(const char* site, std::initializer_list<at::Tensor> outputs,
-                  std::initializer_list<at::Tensor> inputs) {
+uint64_t shapeKey(const char* site, Tensors outputs, Tensors inputs) {
   uint64_t h = mix(0xcbf29ce484222325ULL, reinterpret_cast<uintptr_t>(site));
   for (const auto* list : {&outputs, &inputs}) {
     for (const at::Tensor& t : *list) {
@@ -238,6 +237,14 @@ HostCacheAllocator* HostCacheAllocator::instance = nullptr;
 std::atomic<size_t> HostCacheAllocator::stored_in_place{0};
 std::atomic<size_t> HostCacheAllocator::stored_by_copy{0};
 
+// True when t's first element lies in region's memory.
+bool startsInside(const at::Tensor& t, const at::Tensor& region) {
+  if (t.numel() == 0 || region.numel() == 0) return false;
+  const char* begin = static_cast<const char*>(region.data_ptr());
+  const char* at = static_cast<const char*>(t.data_ptr());
+  return at >= begin && at < begin + region.nbytes();
+}
+
 bool sameMemory(const at::Tensor& a, const at::Tensor& b) {
   return a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
          a.dtype() == b.dtype();
@@ -245,8 +252,7 @@ bool sameMemory(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
-ResultPlacement::ResultPlacement(const char* site, std::initializer_list<at::Tensor> outputs,
-                                 std::initializer_list<at::Tensor> inputs) {
+ResultPlacement::ResultPlacement(const char* site, Tensors outputs, Tensors inputs) {
   // Only when the cache sits in front of the CPU allocator (otherwise nothing would see the
   // placements), for outputs that are one dense block at an address a CPU kernel may assume, and
   // that share no memory with the inputs: a temporary placed there would overwrite an input.
@@ -304,9 +310,7 @@ void storeResult(const at::Tensor& out, const at::Tensor& result) {
   }
   HostCacheAllocator::stored_by_copy.fetch_add(1, std::memory_order_relaxed);
   if (t_placing) learnPlacement(out, result);
-  const char* begin = static_cast<const char*>(out.data_ptr());
-  const char* at = static_cast<const char*>(result.data_ptr());
-  if (at >= begin && at < begin + out.nbytes()) {
+  if (startsInside(result, out)) {
     out.copy_(result.clone());  // placed, but in another layout: read it out before overwriting
     return;
   }
@@ -317,12 +321,9 @@ void storeResults(Tensors outputs, Tensors results) {
   std::vector<at::Tensor> outs(outputs), res(results);
   TORCH_CHECK(outs.size() == res.size(), "storeResults: ", outs.size(), " outputs, ", res.size(), " results");
   for (size_t j = 0; j < res.size(); ++j) {
-    if (!outs[j].defined() || !res[j].defined() || res[j].numel() == 0) continue;
-    const char* at = static_cast<const char*>(res[j].data_ptr());
+    if (!outs[j].defined() || !res[j].defined()) continue;
     for (size_t i = 0; i < outs.size(); ++i) {
-      if (i == j || !outs[i].defined() || outs[i].numel() == 0) continue;
-      const char* begin = static_cast<const char*>(outs[i].data_ptr());
-      if (at >= begin && at < begin + outs[i].nbytes()) {
+      if (i != j && outs[i].defined() && startsInside(res[j], outs[i])) {
         res[j] = res[j].clone();
         break;
       }

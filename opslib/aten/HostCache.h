@@ -25,8 +25,7 @@ using Tensors = std::initializer_list<at::Tensor>;
 
 class ResultPlacement {
  public:
-  ResultPlacement(const char* site, std::initializer_list<at::Tensor> outputs,
-                  std::initializer_list<at::Tensor> inputs);
+  ResultPlacement(const char* site, Tensors outputs, Tensors inputs);
   ~ResultPlacement();
   ResultPlacement(const ResultPlacement&) = delete;
   ResultPlacement& operator=(const ResultPlacement&) = delete;
@@ -37,7 +36,8 @@ class ResultPlacement {
 void storeResult(const at::Tensor& out, const at::Tensor& result);
 
 // Several outputs at once (undefined outputs are skipped): a result that lies in another output's
-// memory (a kernel's same-sized block placed there) is read out before any output is written.
+// memory (a kernel's same-sized block placed there) is read out before any output is written, so
+// placements are safe whatever the kernel allocates (results of another type included).
 void storeResults(Tensors outputs, Tensors results);
 
 }  // namespace npu::opslib::aten
@@ -52,8 +52,6 @@ void npu_opslib_aten_install_host_cache(void);
 void npu_opslib_aten_empty_host_cache(void);
 // cached (free) bytes, bytes in use, hits, misses.
 void npu_opslib_aten_host_cache_stats(size_t* cached, size_t* in_use, size_t* hits, size_t* misses);
-// Kernel results stored where their outputs live with no copy (placed), and with a copy.
-void npu_opslib_aten_result_store_counts(size_t* in_place, size_t* by_copy);
 // Kernel results stored where their outputs live with no copy (placed), and with a copy.
 void npu_opslib_aten_result_store_counts(size_t* in_place, size_t* by_copy);
 

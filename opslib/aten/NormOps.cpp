@@ -7,8 +7,6 @@
 #include "AtenOpSupport.h"
 #include "HostCache.h"
 
-#include <optional>
-
 using namespace npu::opslib::aten;
 
 namespace {
@@ -75,11 +73,8 @@ extern "C" NOP_API aclnnStatus aclnnBatchNormBackwardGetWorkspaceSize(
     at::Tensor gi = hostTensor(gradInput), gw = hostTensor(gradWeight), gb = hostTensor(gradBias);
     return Prepared{{g, x, w, sm, si}, [=]() mutable {
                       const std::array<bool, 3> mask{gi.defined(), gw.defined(), gb.defined()};
-                      // Placed only when computed in the outputs' own type (float16 and bfloat16
-                      // compute in float32: results of another size and type).
-                      std::optional<ResultPlacement> placed;
-                      if (!reduced(x)) placed.emplace("native_batch_norm_backward", Tensors{gi, gw, gb},
-                                                      Tensors{g, x, w, rm, rv, sm, si});
+                      const ResultPlacement placed("native_batch_norm_backward", {gi, gw, gb},
+                                                   {g, x, w, rm, rv, sm, si});
                       auto [rgi, rgw, rgb] = at::cpu::native_batch_norm_backward(
                           wide(g), wide(x), opt(wide(w)), opt(wide(rm)), opt(wide(rv)),
                           opt(wide(sm)), opt(wide(si)), training, eps, mask);
