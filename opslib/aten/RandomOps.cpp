@@ -1,4 +1,4 @@
-// RandomOps.cpp - random fills (uniform, normal, bernoulli), dropout, and arange. Random ops take
+// RandomOps.cpp - random fills (uniform, normal, bernoulli, exponential), dropout, and arange. Random ops take
 // the seed the adapter drew from the npu generator at launch, so results do not depend on when
 // the stream runs them.
 #include <ATen/CPUGeneratorImpl.h>
@@ -7,6 +7,7 @@
 #include <ATen/ops/arange_cpu_dispatch.h>
 #include <ATen/ops/bernoulli_cpu_dispatch.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/exponential_cpu_dispatch.h>
 #include <ATen/ops/mul_cpu_dispatch.h>
 #include <ATen/ops/native_dropout_backward_cpu_dispatch.h>
 #include <ATen/ops/normal_cpu_dispatch.h>
@@ -55,6 +56,31 @@ extern "C" NOP_API aclnnStatus aclnnInplaceBernoulliGetWorkspaceSize(
   });
 }
 NPU_ATEN_OP(InplaceBernoulli, "self, p, seed, offset");
+
+// The first `count` elements of self (all of them, as torch_npu launches it) drawn from Exp(lambd).
+extern "C" NOP_API aclnnStatus aclnnSimThreadExponentialGetWorkspaceSize(
+    aclTensor* self, int64_t count, double lambd, int64_t seed, int64_t offset, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepareOp("aclnnSimThreadExponential", workspaceSize, executor, [&] {
+    at::Tensor a = requiredTensor(self, "self");
+    TORCH_CHECK(lambd > 0, "aclnnSimThreadExponential: lambd must be > 0, got ", lambd);
+    TORCH_CHECK(count >= 0 && count <= a.numel(), "aclnnSimThreadExponential: count ", count, " must be in [0, ",
+                a.numel(), "]");
+    return Prepared{{a}, [=]() mutable {
+                      at::Tensor head = a.reshape(-1).narrow(0, 0, count);
+                      if (a.is_contiguous()) {
+                        at::cpu::exponential_(head, lambd, engine(seed, offset));
+                      } else {  // a strided self: draw into a contiguous copy, then write it back
+                        at::Tensor flat = a.contiguous().reshape(-1);
+                        at::Tensor drawn = flat.narrow(0, 0, count);
+                        at::cpu::exponential_(drawn, lambd, engine(seed, offset));
+                        a.copy_(flat.reshape(a.sizes()));
+                      }
+                    },
+                    {a}};
+  });
+}
+NPU_ATEN_OP(SimThreadExponential, "self, count, lambd, seed, offset");
 
 // out = input * mask / (1 - p) with mask ~ Bernoulli(1 - p) (bool).
 extern "C" NOP_API aclnnStatus aclnnDropoutGetWorkspaceSize(const aclTensor* input, double p,
