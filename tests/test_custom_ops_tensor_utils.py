@@ -136,3 +136,19 @@ def test_sim_exponential_distribution(lambd):
     with pytest.raises(ValueError, match="lambd > 0"):
         torch_npu.npu_sim_exponential_(x, 0.0)
     assert torch.ops.npu.npu_sim_exponential_(torch.empty(3, device="meta")).shape == (3,)
+
+
+def test_prefetch_keeps_values_and_checks_ranges():
+    x = torch.randn(8, 8).half()
+    dev = x.npu()
+    dependency = torch.randn(8, 8).npu()
+    for max_size, offset, dep in ((256, 0, None), (1000, 0, dependency), (256, 10, None)):
+        assert torch_npu.npu_prefetch(dev, dep, max_size, offset) is None
+        assert torch.equal(dev.cpu(), x)
+    with pytest.raises(RuntimeError, match="max_size should be greater than zero, but got -1"):
+        torch_npu.npu_prefetch(dev, None, -1)
+    with pytest.raises(RuntimeError, match="offset should not be smaller than zero, but got -1"):
+        torch_npu.npu_prefetch(dev, None, 1000, -1)
+    with pytest.raises(RuntimeError, match="offset out of range of tensor size, tensor size: 128, offset: 1000"):
+        torch_npu.npu_prefetch(dev, None, 1000, 1000)
+    torch.ops.npu.npu_prefetch(torch.empty(4, device="meta"), None, 16)  # the Meta kernel checks only
