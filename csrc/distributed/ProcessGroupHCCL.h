@@ -93,7 +93,16 @@ class ProcessGroupHCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = {}) override;
 
+  // get_hccl_comm_name / _set_hccl_comm_name: the name torch_npu's communication-fused ops
+  // (npu_mm_all_reduce_base, ...) are given to find this group by (csrc/distributed/CommNames.cpp).
+  // Set once per group: by _set_hccl_comm_name, or to a default name by the first query.
+  std::string hcclCommName();
+  void setHcclCommName(const std::string& name);
+
  private:
+  std::mutex comm_name_mutex_;
+  std::string comm_name_;  // guarded by comm_name_mutex_
+
   // One collective as issued: its fingerprint, the device tensors it touches, and the host code
   // that moves the data (over views taken when it is issued).
   struct Collective {

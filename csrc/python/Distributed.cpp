@@ -28,7 +28,14 @@ void registerProcessGroupHCCL(py::module_& sub) {
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("_timeout", &c10d_npu::ProcessGroupHCCL::timeout)
       .def("_rebuild", &c10d_npu::ProcessGroupHCCL::rebuild, py::arg("store"), py::arg("data_gloo"),
-           py::arg("meta_gloo"), py::call_guard<py::gil_scoped_release>());
+           py::arg("meta_gloo"), py::call_guard<py::gil_scoped_release>())
+      // The group's name for the communication-fused ops' `hcom` (rank_id and init_comm are upstream's
+      // arguments; the name is the same for every rank of this process).
+      .def(
+          "get_hccl_comm_name",
+          [](c10d_npu::ProcessGroupHCCL& self, int64_t rank_id, bool init_comm) { return self.hcclCommName(); },
+          py::arg("rank_id"), py::arg("init_comm") = true)
+      .def("_set_hccl_comm_name", &c10d_npu::ProcessGroupHCCL::setHcclCommName, py::arg("name"));
 }
 
 }  // namespace

@@ -76,6 +76,11 @@ def _create_hccl_backend(backend_options, pg_options):
     return ProcessGroupHCCL(store, rank, size, timeout, data, meta, global_ranks)
 
 
+def _is_support_hccl_comm_name() -> bool:
+    """Whether hccl groups have names (ProcessGroupHCCL.get_hccl_comm_name / _set_hccl_comm_name): always."""
+    return True
+
+
 def _get_stream_id(self, is_p2p=False, peer=-1) -> int:
     """The stream id (torch.npu.Stream(stream_id=...)) of the stream this group's work runs on, for
     collectives or (is_p2p) point-to-point work with `peer`: both run on the device's communication
