@@ -74,6 +74,24 @@ expect = ((torch.cat(q1).double() @ q2[RANK].double()) * dq.double() * pt.repeat
 close(out, expect.to(torch.bfloat16), "npu_all_gather_base_mm int8")
 done("fused quant")
 
+# all_to_all then matmul: rank r gets block r of every rank's x1 rows, side by side, times x2.
+for dtype in (torch.float16, torch.bfloat16):
+    xs = [data(r, dtype, shape=(4, 3), seed=10) for r in range(WORLD)]
+    w = data(0, dtype, shape=(3 * WORLD, 5), seed=11)
+    bias = data(1, torch.float32 if dtype == torch.bfloat16 else dtype, shape=(5,), seed=12)
+    out, permuted = torch_npu.npu_all_to_all_matmul(xs[RANK].to(dev), w.to(dev), hcom, WORLD, bias=bias.to(dev))
+    mine = torch.cat([x.view(WORLD, 4 // WORLD, 3)[RANK] for x in xs], dim=1)
+    close(permuted, mine, f"npu_all_to_all_matmul all2all_out {dtype}")
+    close(out, (mine.double() @ w.double() + bias.double()).to(dtype), f"npu_all_to_all_matmul {dtype}")
+    # matmul then all_to_all: rank r gets column block r of every rank's product, rows stacked by rank.
+    w2 = data(2, dtype, shape=(3, 2 * WORLD), seed=13)
+    got = torch_npu.npu_matmul_all_to_all(xs[RANK].to(dev), w2.to(dev), hcom, WORLD)
+    expect = torch.cat([(x.double() @ w2.double()).to(dtype)[:, 2 * RANK:2 * RANK + 2] for x in xs])
+    close(got, expect, f"npu_matmul_all_to_all {dtype}")
+assert torch.ops.npu.npu_matmul_all_to_all(torch.empty(4, 3, device="meta"), torch.empty(3, 4, device="meta"), hcom,
+                                           2).shape == (8, 2)
+done("fused all_to_all")
+
 meta = torch.ops.npu.npu_all_gather_base_mm(torch.empty(4, 6, device="meta"), torch.empty(6, 5, device="meta"), hcom, 2)
 assert meta[0].shape == (8, 5) and meta[1].shape == (8, 6)
 assert torch.ops.npu.npu_mm_reduce_scatter_base(torch.empty(4, 6, device="meta"), torch.empty(6, 5, device="meta"),

@@ -1,8 +1,9 @@
 // MatmulCollectiveKernelNpu.cpp - the communication-fused matmuls of tensor parallelism: npu_mm_all_reduce_base,
-// npu_all_gather_base_mm, npu_mm_reduce_scatter_base. Each is the matmul (float, weight-dequantised or int8) and
+// npu_all_gather_base_mm, npu_mm_reduce_scatter_base, npu_all_to_all_matmul, npu_matmul_all_to_all. Each is the matmul (float, weight-dequantised or int8) and
 // the collective on the hccl group named `hcom` (ProcessGroupHCCL.get_hccl_comm_name), queued in stream order: the
 // result is ready on the caller's stream, as on a chip where the fused kernel overlaps the two.
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/matmul.h>
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -255,6 +256,94 @@ at::Tensor npu_mm_reduce_scatter_base_meta(const at::Tensor& self, const at::Ten
                     ") must divide evenly among world_size ", world_size, " ranks");
   const MatmulArgs args{bias, std::nullopt, std::nullopt, 0, x2_scale, x1_scale, output_dtype};
   return at::empty({self.size(0) / world_size, x2.size(1)}, self.options().dtype(resultType(op, self, x2, args)));
+}
+
+namespace {
+
+// Rank r's block `r` of `input` (blocks along dim 0) goes to rank r; block i of the result came from rank i.
+at::Tensor allToAll(c10d_npu::ProcessGroupHCCL& group, const at::Tensor& input) {
+  at::Tensor send = input.contiguous();
+  at::Tensor received = at::empty_like(send);
+  std::vector<int64_t> even;  // equal blocks
+  group.alltoall_base(received, send, even, even)->wait();
+  return received;
+}
+
+void checkAllToAll(const char* op, const at::Tensor& x1, const at::Tensor& x2, int64_t world_size,
+                   at::OptionalIntArrayRef all2all_axes, std::initializer_list<int64_t> allowed_axes) {
+  TORCH_CHECK_VALUE(x1.dim() == 2 && x2.dim() == 2, op, ": x1 and x2 must be 2-D, got ", x1.sizes(), " and ",
+                    x2.sizes());
+  TORCH_CHECK_TYPE((x1.scalar_type() == at::kHalf || x1.scalar_type() == at::kBFloat16 ||
+                    x1.scalar_type() == at::kFloat) && x2.scalar_type() == x1.scalar_type(),
+                   op, ": x1 and x2 must both be float16, bfloat16 or float32, got ", x1.scalar_type(), " and ",
+                   x2.scalar_type());
+  TORCH_CHECK_VALUE(!all2all_axes.has_value() || all2all_axes->empty() ||
+                        std::vector<int64_t>(all2all_axes->begin(), all2all_axes->end()) ==
+                            std::vector<int64_t>(allowed_axes),
+                    op, ": all2all_axes must be None or ", std::vector<int64_t>(allowed_axes), ", got ", *all2all_axes);
+  checkWorldSize(op, world_size, nullptr);
+}
+
+// bias: float32 with bfloat16 operands (as upstream takes it), the operands' dtype otherwise.
+at::Tensor addBias(const at::Tensor& y, const std::optional<at::Tensor>& bias) {
+  if (!bias.has_value() || !bias->defined()) return y;
+  return (y.to(at::kFloat) + bias->to(at::kFloat)).to(y.scalar_type());
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> npu_all_to_all_matmul(const at::Tensor& x1, const at::Tensor& x2,
+                                                         c10::string_view hcom, int64_t world_size,
+                                                         const std::optional<at::Tensor>& bias,
+                                                         at::OptionalIntArrayRef all2all_axes, bool all2all_out_flag,
+                                                         std::optional<c10::string_view> comm_mode) {
+  const char* op = "npu_all_to_all_matmul";
+  checkAllToAll(op, x1, x2, world_size, all2all_axes, {-2, -1});
+  c10::intrusive_ptr<c10d_npu::ProcessGroupHCCL> group = groupNamed(op, hcom);
+  checkWorldSize(op, world_size, group.get());
+  const int64_t rows = x1.size(0), hidden = x1.size(1);
+  TORCH_CHECK_VALUE(rows % world_size == 0, op, ": x1's rows (", rows, ") must divide by world_size ", world_size);
+  TORCH_CHECK_VALUE(x2.size(0) == hidden * world_size, op, ": x2 must have H * world_size = ", hidden * world_size,
+                    " rows, got ", x2.sizes());
+  at::Tensor received = allToAll(*group, x1.view({world_size, rows / world_size, hidden}));
+  at::Tensor permuted = received.permute({1, 0, 2}).reshape({rows / world_size, world_size * hidden});
+  at::Tensor out = addBias(at::matmul(permuted, x2), bias);
+  return {out, all2all_out_flag ? permuted : at::empty({0}, x1.options())};
+}
+
+std::tuple<at::Tensor, at::Tensor> npu_all_to_all_matmul_meta(const at::Tensor& x1, const at::Tensor& x2,
+                                                              c10::string_view hcom, int64_t world_size,
+                                                              const std::optional<at::Tensor>& bias,
+                                                              at::OptionalIntArrayRef all2all_axes,
+                                                              bool all2all_out_flag,
+                                                              std::optional<c10::string_view> comm_mode) {
+  checkAllToAll("npu_all_to_all_matmul", x1, x2, world_size, all2all_axes, {-2, -1});
+  const int64_t rows = x1.size(0) / world_size;
+  return {at::empty({rows, x2.size(1)}, x1.options()),
+          all2all_out_flag ? at::empty({rows, x1.size(1) * world_size}, x1.options()) : at::empty({0}, x1.options())};
+}
+
+at::Tensor npu_matmul_all_to_all(const at::Tensor& x1, const at::Tensor& x2, c10::string_view hcom,
+                                 int64_t world_size, const std::optional<at::Tensor>& bias,
+                                 at::OptionalIntArrayRef all2all_axes, std::optional<c10::string_view> comm_mode) {
+  const char* op = "npu_matmul_all_to_all";
+  checkAllToAll(op, x1, x2, world_size, all2all_axes, {-1, -2});
+  c10::intrusive_ptr<c10d_npu::ProcessGroupHCCL> group = groupNamed(op, hcom);
+  checkWorldSize(op, world_size, group.get());
+  TORCH_CHECK_VALUE(x1.size(1) == x2.size(0), op, ": x1 ", x1.sizes(), " and x2 ", x2.sizes(), " do not multiply");
+  const int64_t rows = x1.size(0), cols = x2.size(1);
+  TORCH_CHECK_VALUE(cols % world_size == 0, op, ": x2's columns (", cols, ") must divide by world_size ", world_size);
+  at::Tensor computed = addBias(at::matmul(x1, x2), bias);
+  at::Tensor blocks = computed.view({rows, world_size, cols / world_size}).permute({1, 0, 2});
+  return allToAll(*group, blocks).view({world_size * rows, cols / world_size});
+}
+
+at::Tensor npu_matmul_all_to_all_meta(const at::Tensor& x1, const at::Tensor& x2, c10::string_view hcom,
+                                      int64_t world_size, const std::optional<at::Tensor>& bias,
+                                      at::OptionalIntArrayRef all2all_axes,
+                                      std::optional<c10::string_view> comm_mode) {
+  checkAllToAll("npu_matmul_all_to_all", x1, x2, world_size, all2all_axes, {-1, -2});
+  return at::empty({world_size * x1.size(0), x2.size(1) / world_size}, x1.options());
 }
 
 }  // namespace at_npu::native
