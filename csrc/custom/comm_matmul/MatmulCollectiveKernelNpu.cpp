@@ -10,28 +10,17 @@
 
 #include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/NpuCustomOps.h"
-#include "csrc/distributed/CommNames.h"
-#include "csrc/distributed/ProcessGroupHCCL.h"
+#include "csrc/custom/comm_matmul/CommGroup.h"
 
 namespace at_npu::native {
 namespace {
 
-c10::intrusive_ptr<c10d_npu::ProcessGroupHCCL> groupNamed(const char* op, c10::string_view hcom) {
-  c10::intrusive_ptr<c10d_npu::ProcessGroupHCCL> group = c10d_npu::groupByCommName(std::string(hcom));
-  TORCH_CHECK_VALUE(group, op, ": hcom '", hcom, "' names no hccl group of this process; pass "
-                    "group._get_backend(torch.device('npu')).get_hccl_comm_name(rank)");
-  return group;
-}
+using comm::checkWorldSize;
+using comm::groupNamed;
 
 void checkReduceOp(const char* op, c10::string_view reduce_op) {
   TORCH_CHECK_VALUE(reduce_op == "sum", op, ": reduce_op must be 'sum' (the only reduction the fused op has), got '",
                     reduce_op, "'");
-}
-
-void checkWorldSize(const char* op, int64_t world_size, const c10d_npu::ProcessGroupHCCL* group) {
-  TORCH_CHECK_VALUE(group == nullptr || world_size == group->getSize(), op, ": world_size ", world_size,
-                    " is not the size of the group hcom names (", group ? group->getSize() : 0, ")");
-  TORCH_CHECK_VALUE(world_size >= 1, op, ": world_size must be at least 1, got ", world_size);
 }
 
 // Chip number formats and pipelining knobs that change nothing here but must not be silently taken.

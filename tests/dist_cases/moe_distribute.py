@@ -1,0 +1,82 @@
+"""npu_moe_distribute_dispatch / npu_moe_distribute_combine over a 2-rank expert-parallel group: the tokens each rank
+receives per local expert (against a CPU routing of every rank's tokens), a stand-in expert per expert id, and the
+weighted sum combine returns to each token's rank; dynamic int8 quantisation; Meta shapes and errors."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import torch_npu
+from common import LOCAL_RANK, RANK, WORLD, close, done, init
+
+dev = init(device_id=torch.device("npu", LOCAL_RANK))
+group = dist.distributed_c10d._get_default_group()._get_backend(torch.device("npu")).get_hccl_comm_name(RANK)
+E, BS, K, H = 4, 5, 2, 8
+LOCAL = E // WORLD
+
+
+def inputs(rank, dtype):
+    g = torch.Generator().manual_seed(100 + rank)
+    x = torch.randn(BS, H, generator=g).to(dtype)
+    ids = torch.stack([torch.randperm(E, generator=g)[:K] for _ in range(BS)]).int()
+    weights = torch.rand(BS, K, generator=g)
+    return x, ids, weights
+
+
+for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    every = [inputs(r, dtype) for r in range(WORLD)]
+    x, ids, weights = every[RANK]
+    expand_x, dyn, expand_idx, token_nums, recv_counts, tp_counts, expand_scales = \
+        torch_npu.npu_moe_distribute_dispatch(x.to(dev), ids.to(dev), group, WORLD, RANK, E,
+                                              expert_scales=weights.to(dev))
+    assert expand_x.shape == (BS * WORLD * min(LOCAL, K), H) and expand_x.dtype == dtype
+    assert expand_idx.dtype == torch.int32 and expand_idx.shape == (BS * K,) and dyn.numel() == 0
+    # Local expert j receives, from each rank in turn, that rank's tokens routed to it (in token order).
+    got, counts, start = expand_x.cpu(), token_nums.cpu(), 0
+    assert counts.dtype == torch.int64 and counts.shape == (LOCAL,)
+    for j in range(LOCAL):
+        e = RANK * LOCAL + j
+        expect = torch.cat([xs[(i == e).any(1)] for xs, i, _ in every])
+        assert counts[j] == expect.shape[0], (dtype, j)
+        close(got[start:start + counts[j]], expect, f"dispatch rows of expert {e} {dtype}")
+        start += int(counts[j])
+    assert torch.equal(got[start:], torch.zeros_like(got[start:]))
+    # A stand-in expert: expert e multiplies its tokens by e + 1.
+    scale_rows = torch.repeat_interleave(torch.arange(LOCAL) + RANK * LOCAL + 1, counts).to(dtype)
+    processed = expand_x.clone()
+    processed[:start] *= scale_rows.to(dev)[:, None]
+    shared = torch.ones(BS, H, dtype=dtype)
+    out = torch_npu.npu_moe_distribute_combine(processed, ids.to(dev), expand_idx, recv_counts, weights.to(dev), group,
+                                               WORLD, RANK, E, shared_expert_x=shared.to(dev))
+    expect = (x.double()[:, None, :] * (ids.double() + 1)[..., None] * weights.double()[..., None]).sum(1) + 1
+    close(out, expect.to(dtype), f"combine {dtype}")
+done("dispatch / combine")
+
+# Dynamic int8 quantisation with per-expert smoothing scales: expand_x * dynamic_scales ~ x * scales[e].
+x, ids, weights = inputs(RANK, torch.float16)
+smooth = torch.linspace(0.5, 1.5, E * H).reshape(E, H)
+q, dyn, *_ = torch_npu.npu_moe_distribute_dispatch(x.to(dev), ids.to(dev), group, WORLD, RANK, E, scales=smooth.to(dev),
+                                                   quant_mode=2, expert_token_nums_type=0)
+assert q.dtype == torch.int8 and dyn.shape == (q.shape[0],)
+every = [inputs(r, torch.float16) for r in range(WORLD)]
+rows = []
+for j in range(LOCAL):
+    e = RANK * LOCAL + j
+    rows.append(torch.cat([xs[(i == e).any(1)].float() * smooth[e] for xs, i, _ in every]))
+rows = torch.cat(rows)
+deq = q.cpu()[:rows.shape[0]].float() * dyn.cpu()[:rows.shape[0], None]
+torch.testing.assert_close(deq, rows, atol=rows.abs().max().item() / 100, rtol=0)
+done("dispatch quant")
+
+meta = torch.ops.npu.npu_moe_distribute_dispatch(torch.empty(BS, H, device="meta"),
+                                                 torch.empty(BS, K, dtype=torch.int32, device="meta"), group, WORLD,
+                                                 RANK, E)
+assert meta[0].shape == (BS * WORLD * min(LOCAL, K), H) and meta[3].shape == (LOCAL,)
+with pytest.raises(ValueError, match="multiple of ep_world_size"):
+    torch_npu.npu_moe_distribute_dispatch(x.to(dev), ids.to(dev), group, WORLD, RANK, 3)
+with pytest.raises(ValueError, match="shared_expert_rank_num"):
+    torch_npu.npu_moe_distribute_dispatch(x.to(dev), ids.to(dev), group, WORLD, RANK, E, shared_expert_rank_num=1)
+with pytest.raises(ValueError, match=r"expert_ids must be in \[0, 4\)"):
+    torch_npu.npu_moe_distribute_dispatch(x.to(dev), (ids + 4).to(dev), group, WORLD, RANK, E)
+done("dispatch errors")
+dist.destroy_process_group()
