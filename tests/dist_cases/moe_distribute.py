@@ -68,6 +68,26 @@ deq = q.cpu()[:rows.shape[0]].float() * dyn.cpu()[:rows.shape[0], None]
 torch.testing.assert_close(deq, rows, atol=rows.abs().max().item() / 100, rtol=0)
 done("dispatch quant")
 
+# v2 and combine + add + RMS norm: the same exchange, then y = (combine + residual) / rms * gamma.
+x, ids, weights = inputs(RANK, torch.bfloat16)
+every = [inputs(r, torch.bfloat16) for r in range(WORLD)]
+expand_x, _, assist, token_nums, recv_counts, _, _ = torch_npu.npu_moe_distribute_dispatch_v2(
+    x.to(dev), ids.to(dev), group, WORLD, RANK, E, expert_scales=weights.to(dev))
+combined = torch_npu.npu_moe_distribute_combine_v2(expand_x, ids.to(dev), assist, recv_counts, weights.to(dev), group,
+                                                   WORLD, RANK, E)
+close(combined, (x.double() * weights.double().sum(1, keepdim=True)).to(torch.bfloat16), "combine_v2")
+residual, gamma = torch.randn(BS, 1, H).bfloat16(), torch.rand(H).bfloat16()
+y, rstd, added = torch_npu.npu_moe_distribute_combine_add_rms_norm(
+    expand_x, ids.to(dev), assist, recv_counts, weights.to(dev), residual.to(dev), gamma.to(dev), group, WORLD, RANK, E)
+ref_sum = x.float()[:, None, :] * weights.float().sum(1)[:, None, None] + residual.float()
+ref_rstd = torch.rsqrt(ref_sum.pow(2).mean(-1, keepdim=True) + 1e-6)
+close(added, ref_sum.bfloat16(), "combine_add_rms_norm x")
+close(rstd, ref_rstd, "combine_add_rms_norm rstd")
+close(y, (ref_sum * ref_rstd * gamma.float()).bfloat16(), "combine_add_rms_norm y")
+with pytest.raises(ValueError, match="zero, copy and constant experts"):
+    torch_npu.npu_moe_distribute_dispatch_v2(x.to(dev), ids.to(dev), group, WORLD, RANK, E, zero_expert_num=1)
+done("dispatch v2 / combine add rms norm")
+
 meta = torch.ops.npu.npu_moe_distribute_dispatch(torch.empty(BS, H, device="meta"),
                                                  torch.empty(BS, K, dtype=torch.int32, device="meta"), group, WORLD,
                                                  RANK, E)

@@ -1,7 +1,7 @@
-// MoeDistributeKernelNpu.cpp - expert-parallel token exchange: npu_moe_distribute_dispatch sends each token's top-k
-// copies (optionally int8-quantised per row) to the ranks holding those experts, grouped by expert on arrival;
-// npu_moe_distribute_combine sends the experts' outputs back and sums each token's k results weighted by its
-// expert scales. Both are all_to_all_v exchanges on the hccl group `group_ep`. The message sizes depend on the
+// MoeDistributeKernelNpu.cpp - expert-parallel token exchange: npu_moe_distribute_dispatch(_v2) sends each token's
+// top-k copies (optionally int8-quantised per row) to the ranks holding those experts, grouped by expert on arrival;
+// npu_moe_distribute_combine(_v2, _add_rms_norm) sends the experts' outputs back and sums each token's k results
+// weighted by its expert scales (then adds the residual and RMS-normalises, for _add_rms_norm). Both are all_to_all_v exchanges on the hccl group `group_ep`. The message sizes depend on the
 // routing, so the adapters read the per-expert counts on the host (a synchronisation, as a data-dependent split is).
 //
 // Layouts passed from dispatch to combine (opaque to callers, as upstream says): expand_idx[t * K + k] is the row
@@ -15,6 +15,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/floor_divide.h>
+#include <ATen/ops/rsqrt.h>
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
@@ -297,6 +298,154 @@ at::Tensor npu_moe_distribute_combine_meta(
               expert_shard_type);
   checkRouting(op, expert_ids, expert_ids.size(0), moe_expert_num);
   return at::empty({expert_ids.size(0), expand_x.size(1)}, expand_x.options());
+}
+
+namespace {
+
+// v2's special experts (zero / copy / constant experts, elastic scaling) and dtype selectors for chip formats.
+void checkV2Extras(const char* op, int64_t zero_expert_num, int64_t copy_expert_num, int64_t const_expert_num,
+                   bool elastic, std::initializer_list<std::pair<const char*, bool>> formats) {
+  TORCH_CHECK_VALUE(zero_expert_num == 0 && copy_expert_num == 0 && const_expert_num == 0, op,
+                    ": zero, copy and constant experts are not supported; route to real experts only");
+  TORCH_CHECK_VALUE(!elastic, op, ": elastic_info (elastic expert-parallel scaling) is not supported; leave it None");
+  for (const auto& [name, given] : formats) {
+    TORCH_CHECK_VALUE(!given, op, ": ", name, " selects a chip number format (float8 / hifloat8 / mx); leave it None");
+  }
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+npu_moe_distribute_dispatch_v2(const at::Tensor& x, const at::Tensor& expert_ids, c10::string_view group_ep,
+                               int64_t ep_world_size, int64_t ep_rank_id, int64_t moe_expert_num,
+                               const std::optional<at::Tensor>& scales, const std::optional<at::Tensor>& x_active_mask,
+                               const std::optional<at::Tensor>& expert_scales,
+                               const std::optional<at::Tensor>& elastic_info,
+                               const std::optional<at::Tensor>& performance_info, c10::string_view group_tp,
+                               int64_t tp_world_size, int64_t tp_rank_id, int64_t expert_shard_type,
+                               int64_t shared_expert_num, int64_t shared_expert_rank_num, int64_t quant_mode,
+                               int64_t global_bs, int64_t expert_token_nums_type, c10::string_view comm_alg,
+                               int64_t zero_expert_num, int64_t copy_expert_num, int64_t const_expert_num,
+                               std::optional<int64_t> y_dtype, std::optional<int64_t> x_dtype,
+                               std::optional<int64_t> scales_dtype) {
+  checkV2Extras("npu_moe_distribute_dispatch_v2", zero_expert_num, copy_expert_num, const_expert_num,
+                elastic_info.has_value(), {{"y_dtype", y_dtype.has_value()}, {"x_dtype", x_dtype.has_value()},
+                                           {"scales_dtype", scales_dtype.has_value()}});
+  // The third output (assist_info_for_combine) is dispatch's expand_idx: combine_v2 takes it back.
+  return npu_moe_distribute_dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, scales,
+                                     x_active_mask, expert_scales, group_tp, tp_world_size, tp_rank_id,
+                                     expert_shard_type, shared_expert_num, shared_expert_rank_num, quant_mode,
+                                     global_bs, expert_token_nums_type);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+npu_moe_distribute_dispatch_v2_meta(const at::Tensor& x, const at::Tensor& expert_ids, c10::string_view group_ep,
+                                    int64_t ep_world_size, int64_t ep_rank_id, int64_t moe_expert_num,
+                                    const std::optional<at::Tensor>& scales,
+                                    const std::optional<at::Tensor>& x_active_mask,
+                                    const std::optional<at::Tensor>& expert_scales,
+                                    const std::optional<at::Tensor>& elastic_info,
+                                    const std::optional<at::Tensor>& performance_info, c10::string_view group_tp,
+                                    int64_t tp_world_size, int64_t tp_rank_id, int64_t expert_shard_type,
+                                    int64_t shared_expert_num, int64_t shared_expert_rank_num, int64_t quant_mode,
+                                    int64_t global_bs, int64_t expert_token_nums_type, c10::string_view comm_alg,
+                                    int64_t zero_expert_num, int64_t copy_expert_num, int64_t const_expert_num,
+                                    std::optional<int64_t> y_dtype, std::optional<int64_t> x_dtype,
+                                    std::optional<int64_t> scales_dtype) {
+  return npu_moe_distribute_dispatch_meta(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, scales,
+                                          x_active_mask, expert_scales, group_tp, tp_world_size, tp_rank_id,
+                                          expert_shard_type, shared_expert_num, shared_expert_rank_num, quant_mode,
+                                          global_bs, expert_token_nums_type);
+}
+
+at::Tensor npu_moe_distribute_combine_v2(
+    const at::Tensor& expand_x, const at::Tensor& expert_ids, const at::Tensor& assist_info_for_combine,
+    const at::Tensor& ep_send_counts, const at::Tensor& expert_scales, c10::string_view group_ep,
+    int64_t ep_world_size, int64_t ep_rank_id, int64_t moe_expert_num, const std::optional<at::Tensor>& tp_send_counts,
+    const std::optional<at::Tensor>& x_active_mask, const std::optional<at::Tensor>& expand_scales,
+    const std::optional<at::Tensor>& shared_expert_x, const std::optional<at::Tensor>& elastic_info,
+    const std::optional<at::Tensor>& ori_x, const std::optional<at::Tensor>& const_expert_alpha_1,
+    const std::optional<at::Tensor>& const_expert_alpha_2, const std::optional<at::Tensor>& const_expert_v,
+    const std::optional<at::Tensor>& performance_info, c10::string_view group_tp, int64_t tp_world_size,
+    int64_t tp_rank_id, int64_t expert_shard_type, int64_t shared_expert_num, int64_t shared_expert_rank_num,
+    int64_t global_bs, int64_t comm_quant_mode, c10::string_view comm_alg, int64_t zero_expert_num,
+    int64_t copy_expert_num, int64_t const_expert_num) {
+  checkV2Extras("npu_moe_distribute_combine_v2", zero_expert_num, copy_expert_num, const_expert_num,
+                elastic_info.has_value(), {});
+  return npu_moe_distribute_combine(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales,
+                                    group_ep, ep_world_size, ep_rank_id, moe_expert_num, tp_send_counts,
+                                    x_active_mask, std::nullopt, std::nullopt, std::nullopt, expand_scales,
+                                    shared_expert_x, group_tp, tp_world_size, tp_rank_id, expert_shard_type,
+                                    shared_expert_num, shared_expert_rank_num, global_bs, 0, comm_quant_mode, 0);
+}
+
+at::Tensor npu_moe_distribute_combine_v2_meta(
+    const at::Tensor& expand_x, const at::Tensor& expert_ids, const at::Tensor& assist_info_for_combine,
+    const at::Tensor& ep_send_counts, const at::Tensor& expert_scales, c10::string_view group_ep,
+    int64_t ep_world_size, int64_t ep_rank_id, int64_t moe_expert_num, const std::optional<at::Tensor>& tp_send_counts,
+    const std::optional<at::Tensor>& x_active_mask, const std::optional<at::Tensor>& expand_scales,
+    const std::optional<at::Tensor>& shared_expert_x, const std::optional<at::Tensor>& elastic_info,
+    const std::optional<at::Tensor>& ori_x, const std::optional<at::Tensor>& const_expert_alpha_1,
+    const std::optional<at::Tensor>& const_expert_alpha_2, const std::optional<at::Tensor>& const_expert_v,
+    const std::optional<at::Tensor>& performance_info, c10::string_view group_tp, int64_t tp_world_size,
+    int64_t tp_rank_id, int64_t expert_shard_type, int64_t shared_expert_num, int64_t shared_expert_rank_num,
+    int64_t global_bs, int64_t comm_quant_mode, c10::string_view comm_alg, int64_t zero_expert_num,
+    int64_t copy_expert_num, int64_t const_expert_num) {
+  return at::empty({expert_ids.size(0), expand_x.size(1)}, expand_x.options());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_moe_distribute_combine_add_rms_norm(
+    const at::Tensor& expand_x, const at::Tensor& expert_ids, const at::Tensor& expand_idx,
+    const at::Tensor& ep_send_counts, const at::Tensor& expert_scales, const at::Tensor& residual_x,
+    const at::Tensor& gamma, c10::string_view group_ep, int64_t ep_world_size, int64_t ep_rank_id,
+    int64_t moe_expert_num, const std::optional<at::Tensor>& tp_send_counts,
+    const std::optional<at::Tensor>& x_active_mask, const std::optional<at::Tensor>& activation_scale,
+    const std::optional<at::Tensor>& weight_scale, const std::optional<at::Tensor>& group_list,
+    const std::optional<at::Tensor>& expand_scales, const std::optional<at::Tensor>& shared_expert_x,
+    const std::optional<at::Tensor>& elastic_info, const std::optional<at::Tensor>& ori_x,
+    const std::optional<at::Tensor>& const_expert_alpha_1, const std::optional<at::Tensor>& const_expert_alpha_2,
+    const std::optional<at::Tensor>& const_expert_v, c10::string_view group_tp, int64_t tp_world_size,
+    int64_t tp_rank_id, int64_t expert_shard_type, int64_t shared_expert_num, int64_t shared_expert_rank_num,
+    int64_t global_bs, int64_t out_dtype, int64_t comm_quant_mode, int64_t group_list_type,
+    c10::string_view comm_alg, double norm_eps, int64_t zero_expert_num, int64_t copy_expert_num,
+    int64_t const_expert_num) {
+  const char* op = "npu_moe_distribute_combine_add_rms_norm";
+  checkV2Extras(op, zero_expert_num, copy_expert_num, const_expert_num, elastic_info.has_value(), {});
+  const int64_t tokens = expert_ids.size(0), hidden = expand_x.size(-1);
+  TORCH_CHECK_VALUE(residual_x.numel() == tokens * hidden && residual_x.size(-1) == hidden, op,
+                    ": residual_x must be (BS, 1, H) = (", tokens, ", 1, ", hidden, "), got ", residual_x.sizes());
+  TORCH_CHECK_VALUE(gamma.dim() == 1 && gamma.size(0) == hidden, op, ": gamma must be (H,) = (", hidden, ",), got ",
+                    gamma.sizes());
+  at::Tensor combined = npu_moe_distribute_combine(
+      expand_x, expert_ids, expand_idx, ep_send_counts, expert_scales, group_ep, ep_world_size, ep_rank_id,
+      moe_expert_num, tp_send_counts, x_active_mask, activation_scale, weight_scale, group_list, expand_scales,
+      shared_expert_x, group_tp, tp_world_size, tp_rank_id, expert_shard_type, shared_expert_num,
+      shared_expert_rank_num, global_bs, out_dtype, comm_quant_mode, group_list_type);
+  at::Tensor sum = combined.to(at::kFloat).view({tokens, 1, hidden}) + residual_x.to(at::kFloat).view({tokens, 1, hidden});
+  at::Tensor rstd = at::rsqrt(sum.pow(2).mean(-1, /*keepdim=*/true) + norm_eps);
+  at::Tensor y = sum * rstd * gamma.to(at::kFloat);
+  return {y.to(residual_x.scalar_type()), rstd, sum.to(residual_x.scalar_type())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_moe_distribute_combine_add_rms_norm_meta(
+    const at::Tensor& expand_x, const at::Tensor& expert_ids, const at::Tensor& expand_idx,
+    const at::Tensor& ep_send_counts, const at::Tensor& expert_scales, const at::Tensor& residual_x,
+    const at::Tensor& gamma, c10::string_view group_ep, int64_t ep_world_size, int64_t ep_rank_id,
+    int64_t moe_expert_num, const std::optional<at::Tensor>& tp_send_counts,
+    const std::optional<at::Tensor>& x_active_mask, const std::optional<at::Tensor>& activation_scale,
+    const std::optional<at::Tensor>& weight_scale, const std::optional<at::Tensor>& group_list,
+    const std::optional<at::Tensor>& expand_scales, const std::optional<at::Tensor>& shared_expert_x,
+    const std::optional<at::Tensor>& elastic_info, const std::optional<at::Tensor>& ori_x,
+    const std::optional<at::Tensor>& const_expert_alpha_1, const std::optional<at::Tensor>& const_expert_alpha_2,
+    const std::optional<at::Tensor>& const_expert_v, c10::string_view group_tp, int64_t tp_world_size,
+    int64_t tp_rank_id, int64_t expert_shard_type, int64_t shared_expert_num, int64_t shared_expert_rank_num,
+    int64_t global_bs, int64_t out_dtype, int64_t comm_quant_mode, int64_t group_list_type,
+    c10::string_view comm_alg, double norm_eps, int64_t zero_expert_num, int64_t copy_expert_num,
+    int64_t const_expert_num) {
+  const int64_t tokens = expert_ids.size(0), hidden = expand_x.size(-1);
+  return {at::empty({tokens, 1, hidden}, residual_x.options()),
+          at::empty({tokens, 1, 1}, residual_x.options().dtype(at::kFloat)),
+          at::empty({tokens, 1, hidden}, residual_x.options())};
 }
 
 }  // namespace at_npu::native
