@@ -14,5 +14,6 @@ def test_fused_matmul_collectives_equal_matmul_then_collective():
 def test_moe_distribute_dispatch_and_combine():
     results = check_all(run_ranks("moe_distribute", timeout=180))
     for r in results:
-        for name in ("dispatch / combine", "dispatch quant", "dispatch v2 / combine add rms norm", "dispatch errors"):
+        for name in ("dispatch / combine", "dispatch quant", "dispatch v2 / combine add rms norm", "alltoallv gmm",
+                     "dispatch errors"):
             assert f"ok {name}\n" in r.out, repr(r)

@@ -88,6 +88,35 @@ with pytest.raises(ValueError, match="zero, copy and constant experts"):
     torch_npu.npu_moe_distribute_dispatch_v2(x.to(dev), ids.to(dev), group, WORLD, RANK, E, zero_expert_num=1)
 done("dispatch v2 / combine add rms norm")
 
+# all_to_all_v + grouped matmul and back: rank r sends c(r, d, j) rows to rank d's local expert j.
+e, H1, N1 = 2, 6, 3
+def count(src, dst, j):
+    return (src + 2 * dst + j) % 3 + 1
+send = [count(RANK, d, j) for d in range(WORLD) for j in range(e)]
+recv = [count(s, RANK, j) for s in range(WORLD) for j in range(e)]
+rows = {s: data_rows for s, data_rows in ((s, torch.randn(sum(count(s, d, j) for d in range(WORLD) for j in range(e)), H1,
+                                                            generator=torch.Generator().manual_seed(50 + s)).half())
+                                          for s in range(WORLD))}
+weights = torch.randn(WORLD, e, H1, N1, generator=torch.Generator().manual_seed(7)).half()  # rank d's experts
+shared_x, shared_w = torch.randn(3, 4).half(), torch.randn(5, 4).half()
+gmm_y, mm_y, permuted = torch_npu.npu_alltoallv_gmm(rows[RANK].to(dev), weights[RANK].to(dev), group, WORLD, send, recv,
+                                                    mm_x=shared_x.to(dev), mm_weight=shared_w.to(dev),
+                                                    trans_mm_weight=True, permute_out_flag=True)
+def block(s, d, j):  # the rows rank s sends to rank d's expert j
+    start = sum(count(s, dd, jj) for dd in range(WORLD) for jj in range(e) if (dd, jj) < (d, j))
+    return rows[s][start:start + count(s, d, j)]
+mine = torch.cat([block(s, RANK, j) for j in range(e) for s in range(WORLD)])
+close(permuted, mine, "alltoallv_gmm permute_out")
+expect = torch.cat([torch.cat([block(s, RANK, j) for s in range(WORLD)]).float() @ weights[RANK, j].float()
+                    for j in range(e)])
+close(gmm_y, expect.half(), "alltoallv_gmm gmm_y")
+close(mm_y, (shared_x.float() @ shared_w.float().t()).half(), "alltoallv_gmm mm_y")
+# Back: each rank's experts' rows (expert-major) return to their source ranks in the order they were sent.
+y, _ = torch_npu.npu_gmm_alltoallv(permuted, torch.eye(H1).half().expand(e, H1, H1).contiguous().to(dev), group, WORLD,
+                                   recv, send)
+close(y, rows[RANK], "gmm_alltoallv round trip")
+done("alltoallv gmm")
+
 meta = torch.ops.npu.npu_moe_distribute_dispatch(torch.empty(BS, H, device="meta"),
                                                  torch.empty(BS, K, dtype=torch.int32, device="meta"), group, WORLD,
                                                  RANK, E)
