@@ -45,6 +45,10 @@ def _save_restore(arg_type, name: str, where: str) -> tuple[str, list[str]]:
                 [f"std::optional<std::vector<int64_t>> {name}_vec;",
                  f"if (!{key}.isNone()) {name}_vec = {key}.toIntVector();",
                  f"at::OptionalIntArrayRef {name} = {name}_vec ? at::OptionalIntArrayRef(*{name}_vec) : std::nullopt;"])
+    if isinstance(arg_type, OptionalType) and arg_type.elem == BaseType(BaseTy.float):
+        return (f"{name}.has_value() ? c10::IValue(*{name}) : c10::IValue()",
+                [f"std::optional<double> {name} = {key}.isNone() ? std::nullopt "
+                 f": std::optional<double>({key}.toDouble());"])
     raise CodegenError(f"{where}: argument '{name}' of type {arg_type} cannot be used in a formula yet")
 
 

@@ -56,7 +56,6 @@ def _register_custom_ops() -> None:
     for name in _op_bindings.__all__:
         globals()[name] = getattr(_op_bindings, name)
     _op_bindings.install_tensor_methods()
-    globals()["fast_gelu"] = _op_bindings.npu_fast_gelu  # torch_npu's other spelling
 
 
 def copy_memory_(self, src, non_blocking=False):
