@@ -39,11 +39,25 @@ def gen_python(cfg: Config, src: str) -> str:
         if (not c.overload or c.name not in plain) and c.name not in taken:
             base.append(c)
             taken.add(c.name)
+    # Names with several functional overloads (npu_grouped_matmul's group_list as a Tensor or as int[]) call the
+    # op packet without the keyword arguments left None, so that it picks the overload the given values fit
+    # (passing every keyword of the first overload would rule the others out).
+    functional = {}
+    for c in cfg.custom:
+        if not any(a.annotation is not None and a.annotation.is_write for a in c.schema.arguments.flat_all):
+            functional[c.name] = functional.get(c.name, 0) + 1
     for c in base:
         params, call = _signature(c.schema.arguments)
         out += [f"def {c.name}({', '.join(params)}):",
-                f'    """torch.ops.npu.{c.op_name}: {c.schema}"""',
-                f"    return torch.ops.npu.{c.op_name}({', '.join(call)})", "", ""]
+                f'    """torch.ops.npu.{c.op_name}: {c.schema}"""']
+        kwarg_only = [a.name for a in c.schema.arguments.flat_kwarg_only]
+        if functional.get(c.name, 0) > 1 and kwarg_only:
+            positional = [a.name for a in c.schema.arguments.flat_positional]
+            pairs = ", ".join(f"({n!r}, {n})" for n in kwarg_only)
+            out += [f"    kwargs = {{k: v for k, v in ({pairs},) if v is not None}}",
+                    f"    return torch.ops.npu.{c.name}({', '.join(positional + ['**kwargs'])})", "", ""]
+        else:
+            out += [f"    return torch.ops.npu.{c.op_name}({', '.join(call)})", "", ""]
     # Other overloads hang off the function, as on the op packet: torch_npu.<name>.out(..., out=[...])
     # takes the written tensors as one `out` list, in the schema's order.
     for c in cfg.custom:
