@@ -55,7 +55,8 @@ def check_adapters(cfg: Config, source_root: str) -> None:
         # A definition: the name, its parameter list, then a body (not a call or a declaration).
         pat = re.compile(r"(?<![\w.:>])" + re.escape(fn) + r"\s*\([^;{]*\)\s*\{", re.S)
         # Or a family of adapters stamped out by a macro: NPU_UNARY_OUT(neg) defining neg_out.
-        stems = [fn[:i] for i in range(len(fn)) if fn[i] == "_" and i > 0]
+        # (not the bare "npu" prefix: TORCH_LIBRARY_IMPL(npu, ...) would look like one).
+        stems = [fn[:i] for i in range(len(fn)) if fn[i] == "_" and i > 0 and fn[:i] not in ("npu", "_npu")]
         macro = re.compile(r"\b[A-Z][A-Z0-9_]*\(\s*(" + "|".join(map(re.escape, stems or [fn])) + r")\s*[,)]")
         return any(pat.search(text) or macro.search(text) for text in sources.values())
 
