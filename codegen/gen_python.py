@@ -46,10 +46,22 @@ def gen_python(cfg: Config, src: str) -> str:
     for c in cfg.custom:
         if not any(a.annotation is not None and a.annotation.is_write for a in c.schema.arguments.flat_all):
             functional[c.name] = functional.get(c.name, 0) + 1
+    # torch_npu spells an out= overload on the plain function: npu_xxx(..., out=(a, b)) runs npu_xxx.out when the
+    # two take the same arguments besides the written tensors.
+    out_overloads = {c.name: c for c in cfg.custom if c.overload == "out"}
     for c in base:
         params, call = _signature(c.schema.arguments)
+        route = []
+        o = out_overloads.get(c.name) if not c.overload else None
+        if o is not None and all(a.name != "out" for a in c.schema.arguments.flat_all):
+            written = [a.name for a in o.schema.arguments.flat_all if a.annotation is not None and a.annotation.is_write]
+            out_params, out_call = _signature(o.schema.arguments, skip=written)
+            if written and out_params == params:
+                params = params + (["out=None"] if "*" in params else ["*", "out=None"])
+                out_call += [f"{name}=out[{i}]" for i, name in enumerate(written)]
+                route = ["    if out is not None:", f"        return torch.ops.npu.{c.name}.out({', '.join(out_call)})"]
         out += [f"def {c.name}({', '.join(params)}):",
-                f'    """torch.ops.npu.{c.op_name}: {c.schema}"""']
+                f'    """torch.ops.npu.{c.op_name}: {c.schema}"""'] + route
         kwarg_only = [a.name for a in c.schema.arguments.flat_kwarg_only]
         if functional.get(c.name, 0) > 1 and kwarg_only:
             positional = [a.name for a in c.schema.arguments.flat_positional]
