@@ -115,6 +115,27 @@ close(mm_y, (shared_x.float() @ shared_w.float().t()).half(), "alltoallv_gmm mm_
 y, _ = torch_npu.npu_gmm_alltoallv(permuted, torch.eye(H1).half().expand(e, H1, H1).contiguous().to(dev), group, WORLD,
                                    recv, send)
 close(y, rows[RANK], "gmm_alltoallv round trip")
+# Per-tensor float8: gmm_y = x_scale * w_scale * (x @ w), exchanged as the same bytes.
+q_rows = rows[RANK].float().clamp(-4, 4).to(torch.float8_e4m3fn)
+q_weights = (weights[RANK].float() / 4).to(torch.float8_e4m3fn)
+xs, ws = torch.tensor([0.5]), torch.tensor([2.0])
+gmm_y, _, permuted = torch_npu.npu_alltoallv_quant_gmm(q_rows.to(dev), q_weights.to(dev), xs.to(dev), ws.to(dev), group,
+                                                       WORLD, send, recv, torch.bfloat16, permute_out_flag=True)
+assert permuted.dtype == torch.float8_e4m3fn and gmm_y.dtype == torch.bfloat16
+every_q = {s: rows[s].float().clamp(-4, 4).to(torch.float8_e4m3fn) for s in range(WORLD)}
+def q_block(s, d, j):
+    start = sum(count(s, dd, jj) for dd in range(WORLD) for jj in range(e) if (dd, jj) < (d, j))
+    return every_q[s][start:start + count(s, d, j)]
+expect = torch.cat([torch.cat([q_block(s, RANK, j) for s in range(WORLD)]).float() @ q_weights[j].float()
+                    for j in range(e)]) * 1.0
+close(gmm_y, expect.bfloat16(), "alltoallv_quant_gmm")
+back, _ = torch_npu.npu_quant_gmm_alltoallv(permuted, torch.eye(H1).to(torch.float8_e4m3fn).expand(e, H1, H1)
+                                            .contiguous().to(dev), torch.ones(1).to(dev), torch.ones(1).to(dev), group,
+                                            WORLD, recv, send, torch.float32)
+close(back, q_rows.float(), "quant_gmm_alltoallv round trip")
+with pytest.raises(ValueError, match="per-tensor"):
+    torch_npu.npu_alltoallv_quant_gmm(q_rows.to(dev), q_weights.to(dev), xs.to(dev), ws.to(dev), group, WORLD, send,
+                                      recv, torch.bfloat16, gmm_x_quant_mode=6)
 done("alltoallv gmm")
 
 meta = torch.ops.npu.npu_moe_distribute_dispatch(torch.empty(BS, H, device="meta"),
