@@ -68,12 +68,31 @@ def render() -> str:
         out.append(f"| `{short}` | `{schema}` | {autograd} | "
                    f"{'yes' if op_support.has_kernel(name, 'Meta') else '-'} | {'yes' if short in methods else '-'} | "
                    f"{launches.get(short, '-')} |")
+    out += _not_provided(custom)
     out += ["", "## Generic executor", "",
             "Explicitly routed (their default kernels would reach ops that only throw): "
             + ", ".join(f"`{n}`" for n in routed) + ".", "",
             "<details><summary>All ATen ops that run through the generic executor</summary>", "",
             ", ".join(f"`{n}`" for n in generic), "", "</details>", ""]
     return "\n".join(out)
+
+
+def _not_provided(custom: list[str]) -> list[str]:
+    """upstream torch_npu ops this package does not register, each with its reason
+    (config/unsupported_custom_ops.yaml); a listed op that exists is an error, so the list stays true."""
+    import yaml
+
+    with open(os.path.join(REPO, "config", "unsupported_custom_ops.yaml"), encoding="utf-8") as f:
+        reasons = yaml.safe_load(f) or {}
+    present = {name[len("npu::"):].split(".")[0] for name in custom}
+    stale = sorted(set(reasons) & present)
+    if stale:
+        raise SystemExit(f"config/unsupported_custom_ops.yaml lists ops that exist now: {', '.join(stale)}")
+    out = ["", "## torch_npu ops not provided", "",
+           "Upstream torch_npu registers these; this package does not, for the reason given "
+           "(config/unsupported_custom_ops.yaml).", "", "| op | reason |", "|---|---|"]
+    out += [f"| `{name}` | {reason} |" for name, reason in sorted(reasons.items())]
+    return out
 
 
 def main() -> int:
