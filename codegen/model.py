@@ -49,7 +49,8 @@ class Derivative:
 # torch_npu's ops without the npu_ prefix (upstream's names), by base name (an in-place op's without its `_`).
 _UNPREFIXED = {"empty_with_format", "unsafe_empty_with_format", "empty_with_swapped_memory", "one", "copy_memory",
                "get_npu_format", "get_storage_size", "scatter_update", "fast_gelu", "batch_norm_reduce",
-               "batch_norm_gather_stats_update", "dropout_with_byte_mask"}
+               "batch_norm_gather_stats_update", "dropout_with_byte_mask", "_dropout_with_byte_mask",
+               "_dropout_with_byte_mask_backward"}
 
 
 @dataclass
