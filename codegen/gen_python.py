@@ -17,7 +17,8 @@ def _signature(args, skip=()):
             continue
         params.append(a.name if a.default is None else f"{a.name}={_py_default(a.default)}")
         call.append(a.name)
-    kwarg_only = [a for a in args.flat_kwarg_only if a.name not in skip]
+    # Written keyword-only tensors (`*, Tensor(a!) key_cache`) are out arguments to torchgen: keyword parameters too.
+    kwarg_only = [a for a in list(args.flat_kwarg_only) + list(args.out) if a.name not in skip]
     if kwarg_only:
         params.append("*")
         for a in kwarg_only:

@@ -61,7 +61,21 @@ def onnx_schema(name: str, schema):
     from onnx.defs import OpSchema
 
     inputs, attributes, constraints = [], [], []
+    # ONNX allows one variadic input, the last: from a tensor list that other tensors follow on, the inputs are one
+    # variadic of mixed types (the node lists them in the schema's order, lists flattened).
+    tensor_args = [a for a in schema.arguments if _is_tensor(a.type) or _is_tensor_list(a.type)]
+    first_list = next((i for i, a in enumerate(tensor_args) if _is_tensor_list(a.type)), None)
+    tail = tensor_args[first_list:] if first_list is not None and first_list < len(tensor_args) - 1 else []
+    if tail:
+        type_str = "T_inputs"
+        constraints.append((type_str, _ALL_TENSOR_TYPES, ""))
     for arg in schema.arguments:
+        if tail and any(arg is t for t in tail):
+            if arg is tail[0]:
+                inputs.append(OpSchema.FormalParameter("inputs", "T_inputs", "",
+                                                       param_option=OpSchema.FormalParameterOption.Variadic,
+                                                       is_homogeneous=False))
+            continue
         if _is_tensor(arg.type):
             option = (
                 OpSchema.FormalParameterOption.Optional
