@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "AtenOpSupport.h"
+#include "QuantPacking.h"
 
 using namespace npu::opslib::aten;
 
@@ -39,55 +40,15 @@ namespace {
 bool isFloat(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
 
 // int8 as it is; int32 as the 8 int4 values each carries along the last dimension (lowest nibble first).
-at::Tensor unpackedInt(const at::Tensor& t) {
-  if (t.scalar_type() != at::kInt) return t;
-  at::Tensor src = t.contiguous();
-  std::vector<int64_t> shape = src.sizes().vec();
-  shape.back() *= 8;
-  at::Tensor out = at::empty(shape, src.options().dtype(at::kChar));
-  const int32_t* p = src.const_data_ptr<int32_t>();
-  int8_t* o = out.mutable_data_ptr<int8_t>();
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    const uint32_t word = static_cast<uint32_t>(p[i]);
-    for (int j = 0; j < 8; ++j) {
-      const int nibble = static_cast<int>((word >> (4 * j)) & 0xF);
-      o[i * 8 + j] = static_cast<int8_t>(nibble >= 8 ? nibble - 16 : nibble);
-    }
-  }
-  return out;
-}
+at::Tensor unpackedInt(const at::Tensor& t) { return t.scalar_type() == at::kInt ? quant::unpackInt4(t) : t; }
 
 // The logical last-dimension length of an operand (int32 operands carry 8 int4 values per element).
 int64_t logicalCols(const at::Tensor& t) { return t.size(-1) * (t.scalar_type() == at::kInt ? 8 : 1); }
 
 // The float32 values of a scale: float32 / bfloat16 as they are, int64 from the float32 bits in bits 0-31.
 at::Tensor floatScale(const at::Tensor& scale) {
-  if (scale.scalar_type() != at::kLong) return scale.to(at::kFloat);
-  at::Tensor src = scale.contiguous();
-  at::Tensor out = at::empty(src.sizes(), src.options().dtype(at::kFloat));
-  const int64_t* p = src.const_data_ptr<int64_t>();
-  float* o = out.mutable_data_ptr<float>();
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    const uint32_t bits = static_cast<uint32_t>(p[i] & 0xFFFFFFFFLL);
-    std::memcpy(o + i, &bits, sizeof(float));
-  }
-  return out;
+  return scale.scalar_type() == at::kLong ? quant::unpackScale(scale) : scale.to(at::kFloat);
 }
-
-// The int8 output offsets npu_trans_quant_param packs into bits 37-45 of an int64 scale (9-bit two's complement).
-at::Tensor packedOffset(const at::Tensor& scale) {
-  at::Tensor src = scale.contiguous();
-  at::Tensor out = at::empty(src.sizes(), src.options().dtype(at::kFloat));
-  const int64_t* p = src.const_data_ptr<int64_t>();
-  float* o = out.mutable_data_ptr<float>();
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    const int64_t v = (p[i] >> 37) & 0x1FF;
-    o[i] = static_cast<float>(v >= 256 ? v - 512 : v);
-  }
-  return out;
-}
-
-at::Tensor saturateInt8(const at::Tensor& v) { return at::clamp(at::round(v), -128, 127).to(at::kChar); }
 
 // act_type: 0 none, 1 relu, 2 gelu (tanh), 4 fast gelu, 5 silu (3, gelu with erf, is refused when prepared).
 at::Tensor activate(const at::Tensor& v, int64_t actType) {
@@ -483,10 +444,10 @@ at::Tensor integerProduct(const char* op, const at::Tensor& x, const at::Tensor&
   if (!a8w4 && p.bias.defined() && !intBias) v = v + columns(op, "bias", p.bias, n).to(at::kDouble);
   if (outType != at::kChar) return v;
   at::Tensor shift = p.offset.defined()                    ? p.offset
-                     : p.scale.scalar_type() == at::kLong ? packedOffset(p.scale)
+                     : p.scale.scalar_type() == at::kLong ? quant::unpackOffset(p.scale)
                                                           : at::Tensor();
   if (shift.defined()) v = v + columns(op, "offset", shift, n).to(at::kDouble);
-  return saturateInt8(v);
+  return quant::saturateInt8(v);
 }
 
 at::Tensor gmmProduct(const char* op, const GmmArgs& a, const GmmTask& t, at::ScalarType outType) {

@@ -22,8 +22,13 @@
 #include <cstring>
 
 #include "AtenOpSupport.h"
+#include "QuantPacking.h"
 
 using namespace npu::opslib::aten;
+using npu::opslib::aten::quant::saturateInt8;
+using npu::opslib::aten::quant::unpackInt4;
+using npu::opslib::aten::quant::unpackOffset;
+using npu::opslib::aten::quant::unpackScale;
 
 namespace {
 
@@ -36,61 +41,12 @@ int32_t floatBits(float v) {
   return bits;
 }
 
-float bitsFloat(uint32_t bits) {
-  float v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-}
-
-// The float32 scales an int64 (packed) scale tensor holds.
-at::Tensor unpackScale(const at::Tensor& packed) {
-  at::Tensor src = packed.contiguous();
-  at::Tensor out = at::empty(src.sizes(), src.options().dtype(at::kFloat));
-  const int64_t* p = src.const_data_ptr<int64_t>();
-  float* o = out.mutable_data_ptr<float>();
-  for (int64_t i = 0; i < src.numel(); ++i) o[i] = bitsFloat(static_cast<uint32_t>(p[i] & 0xFFFFFFFFLL));
-  return out;
-}
-
-// The offsets an int64 (packed) scale tensor holds (0 where none was packed).
-at::Tensor unpackOffset(const at::Tensor& packed) {
-  at::Tensor src = packed.contiguous();
-  at::Tensor out = at::empty(src.sizes(), src.options().dtype(at::kFloat));
-  const int64_t* p = src.const_data_ptr<int64_t>();
-  float* o = out.mutable_data_ptr<float>();
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    int64_t v = (p[i] >> 37) & 0x1FF;
-    o[i] = static_cast<float>(v >= 256 ? v - 512 : v);  // 9-bit two's complement
-  }
-  return out;
-}
-
 // A per-tensor / per-channel parameter of n output columns: shape (1,), (n,), (1, 1) or (1, n).
 at::Tensor columnParam(const char* op, const char* what, const at::Tensor& t, int64_t n) {
   TORCH_CHECK(t.dim() >= 1 && t.dim() <= 2 && (t.dim() == 1 || t.size(0) == 1) &&
                   (t.size(-1) == 1 || t.size(-1) == n),
               op, ": ", what, " must have shape (1,), (n,), (1, 1) or (1, n) with n = ", n, ", got ", t.sizes());
   return t.reshape({t.size(-1)});
-}
-
-at::Tensor saturateInt8(const at::Tensor& v) { return at::clamp(at::round(v), -128, 127).to(at::kChar); }
-
-// Unpacks int4 values carried 8 per int32 along the last dimension (lowest nibble first).
-at::Tensor unpackInt4(const at::Tensor& packed) {
-  at::Tensor src = packed.contiguous();
-  std::vector<int64_t> shape = src.sizes().vec();
-  shape.back() *= 8;
-  at::Tensor out = at::empty(shape, src.options().dtype(at::kChar));
-  const int32_t* p = src.const_data_ptr<int32_t>();
-  int8_t* o = out.mutable_data_ptr<int8_t>();
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    const uint32_t word = static_cast<uint32_t>(p[i]);
-    for (int j = 0; j < 8; ++j) {
-      const int nibble = static_cast<int>((word >> (4 * j)) & 0xF);
-      o[i * 8 + j] = static_cast<int8_t>(nibble >= 8 ? nibble - 16 : nibble);
-    }
-  }
-  return out;
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "QuantPacking.h"
+
 namespace npu::opslib::aten::quant {
 
 // aclDataType codes of quantized outputs. Int4 and the chip formats are not in opslib's enum: no tensor of the
@@ -119,24 +121,6 @@ inline at::Tensor packInt4(const at::Tensor& values, int64_t pack) {
     const uint32_t low = static_cast<uint32_t>(src[w * 2]) & 0xFu;
     const uint32_t high = static_cast<uint32_t>(src[w * 2 + 1]) & 0xFu;
     dst[w] = static_cast<int8_t>(low | (high << 4));
-  }
-  return out;
-}
-
-// The int4 values (as int8) of data packed eight to an int32 along the last dimension, lowest nibble first.
-inline at::Tensor unpackInt4(const at::Tensor& packed) {
-  at::Tensor src = packed.contiguous();
-  std::vector<int64_t> shape = src.sizes().vec();
-  shape.back() *= 8;
-  at::Tensor out = at::empty(shape, src.options().dtype(at::kChar));
-  const int32_t* p = src.const_data_ptr<int32_t>();
-  int8_t* o = out.mutable_data_ptr<int8_t>();
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    const uint32_t word = static_cast<uint32_t>(p[i]);
-    for (int64_t j = 0; j < 8; ++j) {
-      const int nibble = static_cast<int>((word >> (4 * j)) & 0xFu);
-      o[i * 8 + j] = static_cast<int8_t>(nibble >= 8 ? nibble - 16 : nibble);
-    }
   }
   return out;
 }
