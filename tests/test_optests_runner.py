@@ -31,9 +31,19 @@ class TestRelu(TestCase):
 """,
     "test_only_310p.py": """
 class TestOther(TestCase):
+    def test_any_chip(self):
+        self.assertTrue(torch.npu.get_device_name(0).startswith("Ascend"))
+
     @SupportedDevices(['Ascend310P'])
     def test_other_chip(self):
-        raise AssertionError("must not run on the default Ascend910B1")
+        print("a line the test prints", flush=True)
+        self.assertEqual(torch.npu.get_device_name(0), "Ascend310P3")
+""",
+    "test_unknown_chip.py": """
+class TestUnknown(TestCase):
+    @SupportedDevices(['Ascend910C'])
+    def test_chip_we_cannot_be(self):
+        raise AssertionError("no chip family of the software NPU matches")
 """,
     "test_wrong_value.py": """
 class TestWrong(TestCase):
@@ -80,20 +90,28 @@ def _line(stdout, name):
 def test_each_file_gets_a_verdict_and_first_error(run):
     stdout, results, _ = run
     assert _line(stdout, "test_relu_ok.py").startswith("PASS")
-    assert "all tests skipped" in _line(stdout, "test_only_310p.py")
+    assert _line(stdout, "test_only_310p.py").startswith("PASS")
+    assert "all tests skipped" in _line(stdout, "test_unknown_chip.py")
     wrong = _line(stdout, "test_wrong_value.py")
     assert wrong.startswith("FAIL") and "[wrong result]" in wrong and "TestWrong.test_wrong" in wrong
     missing = _line(stdout, "test_missing_op.py")
     assert "[missing npu_* op]" in missing and "npu_no_such_op" in missing
     assert "[timeout]" in _line(stdout, "test_hangs.py")
     by_name = {r["name"]: r for r in results["files"]}
-    assert by_name["test_relu_ok.py"]["ran"] == 1 and by_name["test_only_310p.py"]["skipped"] == 1
+    assert by_name["test_relu_ok.py"]["ran"] == 1
+    # the 310P-only test ran as an Ascend310P3 in a second run of the file, and skipped in none
+    chip = by_name["test_only_310p.py"]
+    assert chip["socs"] == ["Ascend910B", "Ascend310P"] and (chip["ran"], chip["skipped"]) == (2, 0)
+    assert chip["tests"] == {"TestOther.test_any_chip": "passed", "TestOther.test_other_chip": "passed"}
+    assert by_name["test_unknown_chip.py"]["socs"] == ["Ascend910B"]
+    assert by_name["test_unknown_chip.py"]["skipped"] == 1
     assert by_name["test_missing_op.py"]["detail"] == "npu_no_such_op"
 
 
 def test_summary_counts_files_and_causes(run):
     stdout, results, _ = run
-    assert "files: 2/5 passed (40.0%), 1 of them with every test skipped" in stdout
+    assert "files: 2/6 passed (33.3%); 1 more with every test skipped (not passes)" in stdout
+    assert "tests: 6 ran, 3 passed, 2 failed or errored, 1 skipped on every chip" in stdout
     summary = stdout[stdout.index("failures by cause:"):]
     for cause in ("wrong result", "missing npu_* op: npu_no_such_op", "timeout"):
         assert cause in summary
@@ -104,7 +122,8 @@ def test_docs_section_keeps_the_rest_and_partial_runs_leave_it(run, checkout):
     _, _, doc = run
     text = doc.read_text()
     assert text.startswith("# Conformance\n\nOpInfo results stay here.\n")
-    assert "| 5 | 2 | 3 | 40.0% | 1 |" in text
+    assert "| 6 | 2 | 3 | 1 | 33.3% |" in text and "| 6 | 3 | 2 | 1 |" in text
+    assert "every test skipped" in text and "`test_unknown_chip.py`" in text
     assert "`test_hangs.py`" in text
     subprocess.run([sys.executable, str(RUNNER), str(checkout), "--files", "test_relu_ok.py",
                     "test_only_310p.py", "--json", str(doc.parent / "r2.json"), "--doc", str(doc)],
@@ -113,7 +132,9 @@ def test_docs_section_keeps_the_rest_and_partial_runs_leave_it(run, checkout):
 
 
 def test_docs_section_replaced_in_place(tmp_path):
-    from report import BEGIN, END, write_doc
+    from report import MARKERS, write_doc
+
+    BEGIN, END = MARKERS["base"]
 
     doc = tmp_path / "c.md"
     doc.write_text(f"intro\n\n{BEGIN}\nold\n{END}\n\n## after\n")
@@ -179,3 +200,52 @@ def test_rerun_failed_reports_the_previous_run_with_new_verdicts(run, checkout, 
     merged = json.loads(prev_json.read_text())
     assert {f["name"]: f["status"] for f in merged["files"]} == {f["name"]: "passed" for f in previous["files"]}
     assert "failed files re-run" in merged["meta"]["selection"]
+
+
+def test_custom_suite_has_its_own_docs_section(tmp_path):
+    from report import MARKERS, write_doc
+
+    doc = tmp_path / "c.md"
+    result = parse_output("test_b.py", 0, "test_x (__main__.TestB.test_x) ... ok\n" + "-" * 70 +
+                          "\nRan 1 test in 0.1s\n\nOK\n", 1.0, False)
+    meta = {"seconds": 60, "torch": "2.13.0", "soc": "Ascend910B1", "cann": "8.5.0"}
+    write_doc(doc, [result], meta, "base")
+    write_doc(doc, [result], meta, "custom")
+    text = doc.read_text()
+    assert all(text.count(marker) == 1 for pair in MARKERS.values() for marker in pair)
+    assert "`test/test_custom_ops`" in text and "`test/test_base_ops`" in text
+
+
+def test_verbose_lines_give_each_test_its_verdict():
+    from causes import parse_tests
+
+    out = textwrap.dedent("""\
+        test_a (__main__.TestX.test_a) ... ok
+        test_b (__main__.TestX.test_b)
+        A docstring line. ... printed by the test
+        more output
+        FAIL
+        test_c (__main__.TestX.test_c) ... skipped 'Only run on ['Ascend950']'
+        test_d (__main__.TestY.test_d) ... ERROR
+        test_e (__main__.TestY.test_e) ... expected failure
+        test_f (__main__.TestY.test_f) ... """)
+    assert parse_tests(out) == {"TestX.test_a": "passed", "TestX.test_b": "failed", "TestX.test_c": "skipped",
+                                "TestY.test_d": "failed", "TestY.test_e": "passed", "TestY.test_f": "failed"}
+
+
+def test_runs_as_several_chips_merge_per_test():
+    from causes import FileResult
+    from socs import extra_socs, merge_runs
+
+    source = "@SupportedDevices(['Ascend910B', 'Ascend950'])\n@SupportedDevices([\"Ascend910C\", 'Ascend310P'])\n"
+    assert extra_socs(source) == [("Ascend950", "Ascend950PR"), ("Ascend310P", "Ascend310P3")]
+    default = FileResult("t.py", "passed", ran=3, skipped=2,
+                         tests={"T.a": "passed", "T.b": "skipped", "T.c": "skipped"})
+    as950 = FileResult("t.py", "failed", ran=3, failures=1, skipped=1, first_test="T.c", first_error="boom",
+                       cause="other", tests={"T.a": "passed", "T.b": "passed", "T.c": "failed"})
+    merged = merge_runs([("Ascend910B", default), ("Ascend950", as950)])
+    assert merged.tests == {"T.a": "passed", "T.b": "passed", "T.c": "failed"}
+    assert (merged.status, merged.ran, merged.failures, merged.skipped) == ("failed", 3, 1, 0)
+    assert merged.first_test == "T.c [Ascend950]" and merged.socs == ["Ascend910B", "Ascend950"]
+    only_default = merge_runs([("Ascend910B", default)])
+    assert only_default.all_skipped is False and only_default.socs == ["Ascend910B"]

@@ -26,6 +26,8 @@ class FileResult:
     detail: str = ""           # the op or API the cause names, when there is one
     tail: list = field(default_factory=list)
     in_cpu_reference: bool = False  # the first error comes from the test's CPU reference code
+    tests: dict = field(default_factory=dict)  # "Class.test" -> passed | failed | skipped (from `-v` output)
+    socs: list = field(default_factory=list)   # chip families the file ran as
 
     @property
     def passed(self):
@@ -34,6 +36,28 @@ class FileResult:
     @property
     def all_skipped(self):
         return self.passed and self.ran > 0 and self.skipped == self.ran
+
+
+# unittest's verbose lines: "test_x (__main__.TestX.test_x) ... ok", an optional docstring line before
+# the dots; the verdict may come after lines the test printed.
+_TEST_HEAD = re.compile(r"^(\w+) \(([\w.]+)\)(?:\n[^\n]*?)? \.\.\. ", re.M)
+_VERDICT = re.compile(r"(?:\A|\n)(ok|FAIL|ERROR|skipped|expected failure|unexpected success)\b")
+_VERDICTS = {"ok": "passed", "expected failure": "passed", "skipped": "skipped",
+             "FAIL": "failed", "ERROR": "failed", "unexpected success": "failed"}
+
+
+def parse_tests(output):
+    """{"Class.test": passed | failed | skipped} from unittest's verbose output; a test whose verdict
+    never came (the file was killed) counts as failed."""
+    heads = list(_TEST_HEAD.finditer(output))
+    tests = {}
+    for i, m in enumerate(heads):
+        region = output[m.end():heads[i + 1].start() if i + 1 < len(heads) else len(output)]
+        verdict = _VERDICT.search(region)
+        parts = [p for p in m.group(2).split(".") if p != m.group(1)]
+        name = f"{parts[-1]}.{m.group(1)}" if parts else m.group(1)
+        tests[name] = _VERDICTS[verdict.group(1)] if verdict else "failed"
+    return tests
 
 
 def _exception_line(traceback_text):
@@ -67,6 +91,7 @@ def parse_output(name, returncode, output, seconds, timed_out):
         result.failures = counts.get("failures", 0)
         result.errors = counts.get("errors", 0)
         result.skipped = counts.get("skipped", 0)
+    result.tests = parse_tests(output)
     blocks = _BLOCK.findall(output)
     body = ""
     if blocks:

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from causes import FileResult, parse_output  # noqa: E402
 from processes import run_with_timeout, stop_children_on_signals  # noqa: E402
 from report import summary_lines, write_doc  # noqa: E402
+from socs import DEFAULT_FAMILY, extra_socs, family_of, merge_runs  # noqa: E402
 
 
 SUITES = {"base": "test_base_ops", "custom": "test_custom_ops"}
@@ -43,10 +44,21 @@ def find_test_dir(root: Path, suite: str = "base") -> Path:
                      "op-plugin checkout (OPPLUGIN=/path/to/op-plugin)")
 
 
-def run_file(path: Path, python: str, timeout: float, workdir: Path, env: dict):
-    """Run one test file; returns its FileResult."""
-    returncode, text, timed_out, seconds = run_with_timeout([python, str(path)], workdir, env, timeout)
+def run_once(path: Path, python: str, timeout: float, workdir: Path, env: dict):
+    """Run one test file once (`python test_xxx.py -v`); returns its FileResult."""
+    returncode, text, timed_out, seconds = run_with_timeout([python, str(path), "-v"], workdir, env, timeout)
     return parse_output(path.name, returncode, text, seconds, timed_out)
+
+
+def run_file(path: Path, python: str, timeout: float, workdir: Path, env: dict, per_soc: bool = True):
+    """Run one test file on the default chip and, with per_soc, again as every other chip family its
+    SupportedDevices marks name (when its tests could run at all); returns the merged FileResult."""
+    default = family_of(env.get("NPU_SIM_SOC_VERSION", "")) if env.get("NPU_SIM_SOC_VERSION") else DEFAULT_FAMILY
+    runs = [(default, run_once(path, python, timeout, workdir, env))]
+    if per_soc and runs[0][1].tests:
+        for family, soc in extra_socs(path.read_text(errors="replace"), default):
+            runs.append((family, run_once(path, python, timeout, workdir, dict(env, NPU_SIM_SOC_VERSION=soc))))
+    return merge_runs(runs)
 
 
 def file_line(r) -> str:
@@ -82,6 +94,8 @@ def main(argv=None):
                         help="base: test/test_base_ops (ATen ops); custom: test/test_custom_ops (torch_npu's own ops)")
     parser.add_argument("--jobs", type=int, default=2, help="files run at once (default 2)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per file (default 600)")
+    parser.add_argument("--one-soc", action="store_true",
+                        help="run each file on the default chip only (not once per chip its marks name)")
     parser.add_argument("--python", default=sys.executable, help="interpreter with torch_npu installed")
     parser.add_argument("--files", nargs="+", help="only these files (names inside the suite's folder)")
     parser.add_argument("--sample", type=int, help="a random sample of this many files")
@@ -112,7 +126,8 @@ def main(argv=None):
     results = []
     with tempfile.TemporaryDirectory(prefix="optests-") as workdir, \
             ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_file, f, args.python, args.timeout, Path(workdir), env) for f in files]
+        futures = [pool.submit(run_file, f, args.python, args.timeout, Path(workdir), env,
+                               not args.one_soc) for f in files]
         for future in futures:
             r = future.result()
             results.append(r)
@@ -134,7 +149,7 @@ def main(argv=None):
     if args.doc and meta["sample"] and not args.record_partial:
         print(f"\npartial run: {args.doc} not updated (it records full runs only)")
     elif args.doc:
-        write_doc(args.doc, results, meta)
+        write_doc(args.doc, results, meta, args.suite)
         print(f"\nsummary written to {args.doc}")
     return 0
 
@@ -163,7 +178,7 @@ def _selection(args, ran, total):
 
 def _as_dict(r):
     return {k: getattr(r, k) for k in ("name", "status", "returncode", "seconds", "ran", "failures", "errors", "skipped",
-                                       "first_test", "first_error", "cause", "detail")}
+                                       "first_test", "first_error", "cause", "detail", "socs", "tests")}
 
 
 def _environment(python, env):
