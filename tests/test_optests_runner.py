@@ -56,6 +56,15 @@ class TestMissing(TestCase):
     def test_missing(self):
         torch_npu.npu_no_such_op(torch.ones(2).npu())
 """,
+    "test_skipped_by_source.py": """
+import unittest
+
+
+class TestLater(TestCase):
+    @unittest.skip("skip until CANN is updated")
+    def test_later(self):
+        raise AssertionError("never runs")
+""",
     "test_hangs.py": "import time\ntime.sleep(60)\n",
 }
 
@@ -105,13 +114,16 @@ def test_each_file_gets_a_verdict_and_first_error(run):
     assert chip["tests"] == {"TestOther.test_any_chip": "passed", "TestOther.test_other_chip": "passed"}
     assert by_name["test_unknown_chip.py"]["socs"] == ["Ascend910B"]
     assert by_name["test_unknown_chip.py"]["skipped"] == 1
+    assert by_name["test_skipped_by_source.py"]["skipped_by_source"]
+    assert not by_name["test_unknown_chip.py"]["skipped_by_source"]
     assert by_name["test_missing_op.py"]["detail"] == "npu_no_such_op"
 
 
 def test_summary_counts_files_and_causes(run):
     stdout, results, _ = run
-    assert "files: 2/6 passed (33.3%); 1 more with every test skipped (not passes)" in stdout
-    assert "tests: 6 ran, 3 passed, 2 failed or errored, 1 skipped on every chip" in stdout
+    assert "files: 2/7 passed (28.6%); 2 more with every test skipped (not passes)" in stdout
+    assert "unittest.skip on every test): 1; passed of the other 6: 33.3%" in stdout
+    assert "tests: 7 ran, 3 passed, 2 failed or errored, 2 skipped on every chip" in stdout
     summary = stdout[stdout.index("failures by cause:"):]
     for cause in ("wrong result", "missing npu_* op: npu_no_such_op", "timeout"):
         assert cause in summary
@@ -122,7 +134,7 @@ def test_docs_section_keeps_the_rest_and_partial_runs_leave_it(run, checkout):
     _, _, doc = run
     text = doc.read_text()
     assert text.startswith("# Conformance\n\nOpInfo results stay here.\n")
-    assert "| 6 | 2 | 3 | 1 | 33.3% |" in text and "| 6 | 3 | 2 | 1 |" in text
+    assert "| 7 | 2 | 3 | 2 | 1 | 28.6% | 33.3% |" in text and "| 7 | 3 | 2 | 2 |" in text
     assert "every test skipped" in text and "`test_unknown_chip.py`" in text
     assert "`test_hangs.py`" in text
     subprocess.run([sys.executable, str(RUNNER), str(checkout), "--files", "test_relu_ok.py",
@@ -249,3 +261,16 @@ def test_runs_as_several_chips_merge_per_test():
     assert merged.first_test == "T.c [Ascend950]" and merged.socs == ["Ascend910B", "Ascend950"]
     only_default = merge_runs([("Ascend910B", default)])
     assert only_default.all_skipped is False and only_default.socs == ["Ascend910B"]
+
+
+def test_resume_keeps_finished_files_and_runs_the_rest(checkout, tmp_path):
+    out = tmp_path / "r.json"
+    first = [sys.executable, str(RUNNER), str(checkout), "--files", "test_relu_ok.py", "--json", str(out)]
+    subprocess.run(first, check=True, capture_output=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, str(RUNNER), str(checkout), "--files", "test_relu_ok.py",
+                           "test_skipped_by_source.py", "--json", str(out), "--resume"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "resuming: 1 files done earlier, 1 to run" in proc.stdout
+    files = {f["name"]: f for f in json.loads(out.read_text())["files"]}
+    assert files["test_relu_ok.py"]["status"] == "passed" and files["test_skipped_by_source.py"]["skipped_by_source"]

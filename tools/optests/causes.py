@@ -28,6 +28,7 @@ class FileResult:
     in_cpu_reference: bool = False  # the first error comes from the test's CPU reference code
     tests: dict = field(default_factory=dict)  # "Class.test" -> passed | failed | skipped (from `-v` output)
     socs: list = field(default_factory=list)   # chip families the file ran as
+    skipped_by_source: bool = False             # every test carries an unconditional unittest.skip
 
     @property
     def passed(self):

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from causes import FileResult, parse_output  # noqa: E402
 from processes import run_with_timeout, stop_children_on_signals  # noqa: E402
 from report import summary_lines, write_doc  # noqa: E402
-from socs import DEFAULT_FAMILY, extra_socs, family_of, merge_runs  # noqa: E402
+from socs import DEFAULT_FAMILY, extra_socs, family_of, merge_runs, skipped_by_source  # noqa: E402
 
 
 SUITES = {"base": "test_base_ops", "custom": "test_custom_ops"}
@@ -54,11 +54,15 @@ def run_file(path: Path, python: str, timeout: float, workdir: Path, env: dict, 
     """Run one test file on the default chip and, with per_soc, again as every other chip family its
     SupportedDevices marks name (when its tests could run at all); returns the merged FileResult."""
     default = family_of(env.get("NPU_SIM_SOC_VERSION", "")) if env.get("NPU_SIM_SOC_VERSION") else DEFAULT_FAMILY
+    source = path.read_text(errors="replace")
     runs = [(default, run_once(path, python, timeout, workdir, env))]
-    if per_soc and runs[0][1].tests:
-        for family, soc in extra_socs(path.read_text(errors="replace"), default):
+    # Other chips only when the file ran to its end here: a hang or crash would only repeat.
+    if per_soc and runs[0][1].tests and runs[0][1].status in ("passed", "failed"):
+        for family, soc in extra_socs(source, default):
             runs.append((family, run_once(path, python, timeout, workdir, dict(env, NPU_SIM_SOC_VERSION=soc))))
-    return merge_runs(runs)
+    merged = merge_runs(runs)
+    merged.skipped_by_source = skipped_by_source(source)
+    return merged
 
 
 def file_line(r) -> str:
@@ -105,6 +109,8 @@ def main(argv=None):
                         "that run with their new verdicts")
     parser.add_argument("--json", type=Path, default=Path("build/optests/results.json"),
                         help="where to write per-file results (default build/optests/results.json)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the verdicts of the files --json already holds (a stopped run) and run the rest")
     parser.add_argument("--doc", type=Path, help="write the summary into this markdown file's optests section")
     parser.add_argument("--record-partial", action="store_true",
                         help="write --doc for a partial run too (the section says which part ran)")
@@ -123,7 +129,22 @@ def main(argv=None):
 
     stop_children_on_signals()
     started = time.monotonic()
-    results = []
+    results, earlier_seconds = [], 0
+    # Read before the run: --json may name the same file, and it is rewritten after every file.
+    previous_run = json.loads(Path(args.rerun_failed).read_text()) if args.rerun_failed else None
+    if args.resume and args.json.exists():
+        # Files a stopped run already finished keep their verdicts; the rest run now.
+        done = json.loads(args.json.read_text())
+        fields = set(FileResult.__dataclass_fields__)
+        kept = {d["name"]: FileResult(**{k: v for k, v in d.items() if k in fields}) for d in done["files"]}
+        for f in files:
+            if f.name in kept:
+                kept[f.name].skipped_by_source = skipped_by_source(f.read_text(errors="replace"))
+        results = [kept[f.name] for f in files if f.name in kept]
+        earlier_seconds = done["meta"].get("seconds", 0)
+        files = [f for f in files if f.name not in kept]
+        print(f"resuming: {len(results)} files done earlier, {len(files)} to run", flush=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="optests-") as workdir, \
             ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_file, f, args.python, args.timeout, Path(workdir), env,
@@ -132,7 +153,10 @@ def main(argv=None):
             r = future.result()
             results.append(r)
             print(file_line(r), flush=True)
-    elapsed = time.monotonic() - started
+            # Written after every file, so that a stopped run can --resume.
+            progress = {"seconds": earlier_seconds + round(time.monotonic() - started)}
+            args.json.write_text(json.dumps({"meta": progress, "files": [_as_dict(x) for x in results]}))
+    elapsed = earlier_seconds + time.monotonic() - started
 
     total = len(list(test_dir.glob("test_*.py")))
     partial = bool(args.sample or args.files or args.failed_from)
@@ -140,7 +164,7 @@ def main(argv=None):
             "sample": partial, "selection": _selection(args, len(results), total),
             **_environment(args.python, env)}
     if args.rerun_failed:
-        results, meta = _merge_rerun(Path(args.rerun_failed), results, meta)
+        results, meta = _merge_rerun(previous_run, results, meta)
     print()
     for line in summary_lines(results, meta):
         print(line)
@@ -154,9 +178,9 @@ def main(argv=None):
     return 0
 
 
-def _merge_rerun(previous_json: Path, rerun, meta):
-    """The previous run's results with the re-run files' new verdicts, and that run's description."""
-    previous = json.loads(previous_json.read_text())
+def _merge_rerun(previous, rerun, meta):
+    """The previous run's results (its results.json, loaded) with the re-run files' new verdicts, and that run's
+    description."""
     fresh = {r.name: r for r in rerun}
     fields = set(FileResult.__dataclass_fields__)
     merged = [fresh.get(d["name"]) or FileResult(**{k: v for k, v in d.items() if k in fields})
@@ -178,7 +202,8 @@ def _selection(args, ran, total):
 
 def _as_dict(r):
     return {k: getattr(r, k) for k in ("name", "status", "returncode", "seconds", "ran", "failures", "errors", "skipped",
-                                       "first_test", "first_error", "cause", "detail", "socs", "tests")}
+                                       "first_test", "first_error", "cause", "detail", "socs", "tests",
+                                       "skipped_by_source")}
 
 
 def _environment(python, env):

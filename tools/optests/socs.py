@@ -48,6 +48,28 @@ def extra_socs(source: str, default_family: str = DEFAULT_FAMILY):
     return [(f, FAMILY_SOC[f]) for f in marked_families(source) if f != default_family]
 
 
+def _is_unittest_skip(decorator) -> bool:
+    """`@unittest.skip("...")` (or `@skip(...)`): a skip no runtime can lift, unlike skipIf / SupportedDevices."""
+    func = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (isinstance(func, ast.Attribute) and func.attr == "skip") or (isinstance(func, ast.Name) and func.id == "skip")
+
+
+def skipped_by_source(source: str) -> bool:
+    """True when every test of the file carries an unconditional unittest.skip (its own or its class's): the
+    file cannot run unchanged on any device, real or software."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    verdicts = []
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        cls_skip = any(_is_unittest_skip(d) for d in cls.decorator_list)
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name.startswith("test"):
+                verdicts.append(cls_skip or any(_is_unittest_skip(d) for d in fn.decorator_list))
+    return bool(verdicts) and all(verdicts)
+
+
 _RANK = {"failed": 3, "passed": 2, "skipped": 1}
 
 
