@@ -130,7 +130,15 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
     tensor_pos = {i: sum(1 for t in out_is_tensor[:i] if t) for i in range(n_out)}
     nondiff = [f"outputs[{tensor_pos[i]}]" for i in range(n_out) if not differentiable[i] and out_is_tensor[i]]
     if nondiff:
-        L.append(f"    ctx->mark_non_differentiable({{{', '.join(nondiff)}}});")
+        # Outputs an op leaves undefined (None in Python, e.g. statistics it only returns on request) are skipped.
+        L += ["    torch::autograd::variable_list nondiff;",
+              f"    for (const at::Tensor& t : {{{', '.join(nondiff)}}}) if (t.defined()) nondiff.push_back(t);",
+              "    ctx->mark_non_differentiable(nondiff);"]
+    if n_out > 1:
+        # An output the op leaves undefined (None in Python) cannot pass through the Function: it leaves as an
+        # empty placeholder flagged after the integer outputs, and the wrapper returns it undefined again.
+        L += ["    for (auto& t : outputs) {", "      int_outputs->push_back(t.defined() ? 0 : 1);",
+              "      if (!t.defined()) t = at::empty({0});", "    }"]
     L += ["    return outputs;", "  }", "",
           "  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,",
           "                                                 torch::autograd::variable_list grads) {",
@@ -185,9 +193,10 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
         L.append("  return outputs[0];")
     else:
         parts, ti, ii = [], 0, 0
+        n_int = sum(1 for t in out_is_tensor if not t)
         for t in out_is_tensor:
             if t:
-                parts.append(f"outputs[{ti}]")
+                parts.append(f"(int_outputs[{n_int + ti}] ? at::Tensor() : outputs[{ti}])")
                 ti += 1
             else:
                 parts.append(f"int_outputs[{ii}]")
@@ -199,7 +208,7 @@ def _gen_function(c: CustomEntry, cfg: Config, deriv_path: str) -> list[str]:
 
 def gen_autograd(cfg: Config, src: str, deriv_path: str) -> str:
     ops = [c for c in cfg.custom if c.autograd]
-    at_calls = set()
+    at_calls = {"empty"}  # the placeholders of undefined outputs
     for c in ops:
         for _, expr in c.derivative.formulas:
             at_calls |= set(re.findall(r"\bat::([a-z_]\w*)\s*\(", expr))

@@ -16,12 +16,14 @@ their new verdicts (the way to check fixes without running every file again).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,9 +46,15 @@ def find_test_dir(root: Path, suite: str = "base") -> Path:
                      "op-plugin checkout (OPPLUGIN=/path/to/op-plugin)")
 
 
+# Files that start a process group listen on the fixed MASTER_PORT they set: two at once would collide.
+_DISTRIBUTED = threading.Lock()
+
+
 def run_once(path: Path, python: str, timeout: float, workdir: Path, env: dict):
     """Run one test file once (`python test_xxx.py -v`); returns its FileResult."""
-    returncode, text, timed_out, seconds = run_with_timeout([python, str(path), "-v"], workdir, env, timeout)
+    distributed = "init_process_group" in path.read_text(errors="replace")
+    with _DISTRIBUTED if distributed else contextlib.nullcontext():
+        returncode, text, timed_out, seconds = run_with_timeout([python, str(path), "-v"], workdir, env, timeout)
     return parse_output(path.name, returncode, text, seconds, timed_out)
 
 
