@@ -173,6 +173,10 @@ def main(argv=None):
             **_environment(args.python, env)}
     if args.rerun_failed:
         results, meta = _merge_rerun(previous_run, results, meta)
+        for r in results:  # runs recorded before the flag existed
+            source = test_dir / r.name
+            if source.exists():
+                r.skipped_by_source = skipped_by_source(source.read_text(errors="replace"))
     print()
     for line in summary_lines(results, meta):
         print(line)
