@@ -70,7 +70,8 @@ def _doc_section(results, meta, suite):
     args = "" if suite == "base" else ' OPTESTS_ARGS="--suite custom"'
     out = [begin, f"## {title} (op-plugin `{where}`)", "",
            f"`make optests OPPLUGIN=<op-plugin checkout>{args}` runs every file of the checkout's `{where}` "
-           "unchanged, each in its own process (`python test_xxx.py -v`, 600 s timeout, 2 at a time), and "
+           f"unchanged, each in its own process (`python test_xxx.py -v`, {meta.get('timeout', 600):.0f} s timeout, "
+           f"{meta.get('jobs', 2)} at a time), and "
            "prints one line per file with the first error, then the failures by cause. The software NPU can be "
            "any chip, so a file whose `SupportedDevices` marks name other chip families runs again as each of "
            "them (`NPU_SIM_SOC_VERSION`); a test counts as skipped only when it skipped on every chip, and as "

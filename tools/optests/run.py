@@ -170,6 +170,7 @@ def main(argv=None):
     partial = bool(args.sample or args.files or args.failed_from)
     meta = {"test_dir": str(test_dir), "files": len(results), "total_files": total, "seconds": round(elapsed),
             "sample": partial, "selection": _selection(args, len(results), total),
+            "timeout": args.timeout, "jobs": args.jobs,
             **_environment(args.python, env)}
     if args.rerun_failed:
         results, meta = _merge_rerun(previous_run, results, meta)
