@@ -61,6 +61,13 @@ def gen_python(cfg: Config, src: str) -> str:
                 params = params + (["out=None"] if "*" in params else ["*", "out=None"])
                 out_call += [f"{name}=out[{i}]" for i, name in enumerate(written)]
                 route = ["    if out is not None:", f"        return torch.ops.npu.{c.name}.out({', '.join(out_call)})"]
+        # An op with only an out= form (npu_hans_encode) also takes its written tensors as one `out` tuple, in
+        # the schema's order, as torch_npu's callers pass them: npu_hans_encode(x, out=(pdf, mantissa, ...)).
+        written = [a.name for a in c.schema.arguments.flat_all if a.annotation is not None and a.annotation.is_write]
+        if c.overload == "out" and len(written) > 1 and "out" not in written:
+            params, _ = _signature(c.schema.arguments, skip=written)
+            params += ([] if "*" in params else ["*"]) + [f"{name}=None" for name in written] + ["out=None"]
+            route = ["    if out is not None:", f"        {', '.join(written)} = out"]
         out += [f"def {c.name}({', '.join(params)}):",
                 f'    """torch.ops.npu.{c.op_name}: {c.schema}"""'] + route
         kwarg_only = [a.name for a in c.schema.arguments.flat_kwarg_only]
