@@ -1,5 +1,5 @@
 // NPUThreadTeams.cpp - OpenMP teams: released by idle stream workers and launching threads, sized by
-// whether the host waits, and shared by the op library's own parallel loops.
+// whether the host waits, and shared by the op library's own parallel loops; the runtime's large host copies.
 #include "csrc/core/NPUThreadTeams.h"
 
 #include "csrc/core/NPUResourceLimits.h"
@@ -11,7 +11,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <thread>
 
 namespace c10_npu {
 
@@ -29,15 +32,45 @@ void atenParallelFor(int64_t n, int64_t min_chunk, void* context, aclnnParallelR
   at::parallel_for(0, n, min_chunk, [&](int64_t begin, int64_t end) { fn(context, begin, end); });
 }
 
-// The runtime's large host copies on ATen's intra-op pool, in 64 KiB chunks.
+// A large host copy shared out in 64 KiB chunks: whoever runs take() copies chunks until none is left.
+struct HostCopyJob {
+  static constexpr size_t kChunk = 64 << 10;
+  char* dst;
+  const char* src;
+  size_t count;
+  int64_t chunks;
+  std::atomic<int64_t> next{0};  // the next chunk to claim
+  std::atomic<int> copying{0};   // threads between a claim and the end of its chunk
+
+  void take() {
+    for (;;) {
+      // Counted before the claim: once `next` runs out, the caller waits only for chunks already claimed.
+      copying.fetch_add(1, std::memory_order_seq_cst);
+      const int64_t i = next.fetch_add(1, std::memory_order_seq_cst);
+      if (i < chunks) {
+        const size_t from = static_cast<size_t>(i) * kChunk;
+        std::memcpy(dst + from, src + from, std::min(kChunk, count - from));
+      }
+      copying.fetch_sub(1, std::memory_order_seq_cst);
+      if (i >= chunks) return;
+    }
+  }
+};
+
+// The runtime's large host copies: the calling thread copies chunks while helpers from ATen's inter-op pool take
+// chunks too once they run. Nothing waits for a helper that has not started: an OpenMP team's closing barrier
+// did, so with every core busy with other processes each copy waited a scheduler time slice for its second
+// thread (a 1 MB copy took 8 ms). A helper that starts after the copy ended finds no chunk and touches nothing.
 void parallelHostCopy(void* dst, const void* src, size_t count) {
-  constexpr int64_t kChunk = 64 << 10;
-  const int64_t chunks = static_cast<int64_t>((count + kChunk - 1) / kChunk);
-  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
-    const size_t from = static_cast<size_t>(begin * kChunk);
-    const size_t to = std::min(count, static_cast<size_t>(end * kChunk));
-    std::memcpy(static_cast<char*>(dst) + from, static_cast<const char*>(src) + from, to - from);
-  });
+  auto job = std::make_shared<HostCopyJob>();
+  job->dst = static_cast<char*>(dst);
+  job->src = static_cast<const char*>(src);
+  job->count = count;
+  job->chunks = static_cast<int64_t>((count + HostCopyJob::kChunk - 1) / HostCopyJob::kChunk);
+  const int helpers = std::max(0, std::min<int>(at::get_num_threads() - 1, static_cast<int>(job->chunks) - 1));
+  for (int h = 0; h < helpers; ++h) at::launch([job] { job->take(); });
+  job->take();
+  while (job->copying.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
 }  // namespace

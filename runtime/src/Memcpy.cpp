@@ -23,7 +23,9 @@ std::atomic<nrtHostCopyFn> g_host_copy{nullptr};
 // two. A stream worker's copies overlap with the host's work instead, and share the cores with it:
 // one memmove, as are overlapping device-to-device copies within one allocation.
 void CopyBytes(void* dst, const void* src, size_t count) {
-  constexpr size_t kParallelCopyBytes = size_t{256} << 10;
+  // Below 4 MiB one thread copies: the copy is over in well under a scheduler time slice, so a second thread
+  // gains little when the cores are free and, when other processes hold them, waiting for it costs more.
+  constexpr size_t kParallelCopyBytes = size_t{4} << 20;
   const auto* d = static_cast<const char*>(dst);
   const auto* s = static_cast<const char*>(src);
   const bool overlap = d < s + count && s < d + count;
