@@ -19,7 +19,7 @@ namespace npu::runtime {
 std::atomic<nrtHostCopyFn> g_host_copy{nullptr};
 
 // Large copies made by a host thread waiting for them (nrtMemcpy) that do not overlap go to the
-// host's parallel copy when one is installed: a 1 MB memcpy on one core takes twice as long as on
+// host's parallel copy when one is installed: a 16 MB memcpy on one core takes twice as long as on
 // two. A stream worker's copies overlap with the host's work instead, and share the cores with it:
 // one memmove, as are overlapping device-to-device copies within one allocation.
 void CopyBytes(void* dst, const void* src, size_t count) {

@@ -204,7 +204,7 @@ void CountingCopy(void* dst, const void* src, size_t count) {
 }
 
 TEST_F(RuntimeTest, LargeSynchronousCopiesGoToTheHostCopy) {
-  constexpr size_t kBytes = size_t{1} << 20;
+  constexpr size_t kBytes = size_t{8} << 20;
   std::vector<char> host(kBytes, 7), back(kBytes, 0);
   void* dev = nullptr;
   NRT_ASSERT_OK(nrtMalloc(&dev, 2 * kBytes));
@@ -213,6 +213,8 @@ TEST_F(RuntimeTest, LargeSynchronousCopiesGoToTheHostCopy) {
   NRT_ASSERT_OK(nrtMemcpy(dev, host.data(), kBytes, NRT_MEMCPY_HOST_TO_DEVICE));
   EXPECT_EQ(g_host_copies.load(), 1);
   NRT_ASSERT_OK(nrtMemcpy(back.data(), dev, 1000, NRT_MEMCPY_DEVICE_TO_HOST));  // small: memmove
+  EXPECT_EQ(g_host_copies.load(), 1);
+  NRT_ASSERT_OK(nrtMemcpy(back.data(), dev, size_t{1} << 20, NRT_MEMCPY_DEVICE_TO_HOST));  // under 4 MiB: memmove
   EXPECT_EQ(g_host_copies.load(), 1);
   // Overlapping device-to-device ranges within one allocation: memmove, never the parallel copy.
   NRT_ASSERT_OK(nrtMemcpy(static_cast<char*>(dev) + 4096, dev, kBytes, NRT_MEMCPY_DEVICE_TO_DEVICE));
