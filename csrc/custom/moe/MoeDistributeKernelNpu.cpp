@@ -23,47 +23,22 @@
 
 #include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/comm_matmul/CommGroup.h"
+#include "csrc/custom/moe/MoeDistributeUtils.h"
 
 namespace at_npu::native {
 namespace {
 
-struct ExpertLayout {
-  int64_t world;          // ranks of the EP group
-  int64_t experts;        // moe_expert_num
-  int64_t local;          // experts per rank (expert e lives on rank e / local)
-};
+using namespace moe_distribute;
 
 ExpertLayout checkLayout(const char* op, int64_t ep_world_size, int64_t ep_rank_id, int64_t moe_expert_num,
                          int64_t tp_world_size, int64_t shared_expert_rank_num, int64_t expert_shard_type) {
-  TORCH_CHECK_VALUE(ep_world_size >= 1, op, ": ep_world_size must be at least 1, got ", ep_world_size);
-  TORCH_CHECK_VALUE(ep_rank_id >= 0 && ep_rank_id < ep_world_size, op, ": ep_rank_id must be in [0, ", ep_world_size,
-                    "), got ", ep_rank_id);
-  TORCH_CHECK_VALUE(moe_expert_num >= 1 && moe_expert_num % ep_world_size == 0, op, ": moe_expert_num (",
-                    moe_expert_num, ") must be a positive multiple of ep_world_size (", ep_world_size, ")");
+  const ExpertLayout layout = expertLayout(op, ep_world_size, ep_rank_id, moe_expert_num);
   TORCH_CHECK_VALUE(tp_world_size == 0 || tp_world_size == 1, op,
                     ": tp_world_size must be 0 or 1 (no TP-domain exchange, as upstream), got ", tp_world_size);
   TORCH_CHECK_VALUE(shared_expert_rank_num == 0 && expert_shard_type == 0, op,
                     ": ranks dedicated to shared experts (shared_expert_rank_num > 0) are not supported; run the "
                     "shared expert on every rank and pass its output to combine as shared_expert_x");
-  return {ep_world_size, moe_expert_num, moe_expert_num / ep_world_size};
-}
-
-void checkRouting(const char* op, const at::Tensor& expert_ids, int64_t tokens, int64_t experts) {
-  TORCH_CHECK_VALUE(expert_ids.dim() == 2 && expert_ids.size(0) == tokens, op, ": expert_ids must be (BS, K) with BS = ",
-                    tokens, ", got ", expert_ids.sizes());
-  TORCH_CHECK_TYPE(expert_ids.scalar_type() == at::kInt, op, ": expert_ids must be int32, got ",
-                   expert_ids.scalar_type());
-}
-
-// Rows a rank can receive: every token of every rank, min(local experts, K) times.
-int64_t receiveCapacity(int64_t tokens, int64_t k, int64_t global_bs, const ExpertLayout& layout) {
-  const int64_t all_tokens = global_bs > 0 ? global_bs : tokens * layout.world;
-  return all_tokens * std::min(layout.local, k);
-}
-
-std::vector<int64_t> hostValues(const at::Tensor& t) {
-  at::Tensor cpu = t.to(at::kLong).cpu().contiguous();
-  return std::vector<int64_t>(cpu.const_data_ptr<int64_t>(), cpu.const_data_ptr<int64_t>() + cpu.numel());
+  return layout;
 }
 
 // Rows this rank sends to each rank: its tokens' copies per expert, summed over each rank's experts.
@@ -71,22 +46,6 @@ std::vector<int64_t> perRank(const std::vector<int64_t>& per_expert, const Exper
   std::vector<int64_t> counts(layout.world, 0);
   for (int64_t e = 0; e < layout.experts; ++e) counts[e / layout.local] += per_expert[e];
   return counts;
-}
-
-at::Tensor exchange(c10d_npu::ProcessGroupHCCL& group, const at::Tensor& send, std::vector<int64_t> send_counts,
-                    std::vector<int64_t> recv_counts) {
-  std::vector<int64_t> shape = send.sizes().vec();
-  shape[0] = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
-  at::Tensor received = at::empty(shape, send.options());
-  at::Tensor input = send.contiguous();
-  group.alltoall_base(received, input, recv_counts, send_counts)->wait();
-  return received;
-}
-
-at::Tensor indexTensor(const std::vector<int64_t>& index, const at::Tensor& like) {
-  at::Tensor host = at::empty({static_cast<int64_t>(index.size())}, at::TensorOptions().dtype(at::kLong));
-  std::copy(index.begin(), index.end(), host.mutable_data_ptr<int64_t>());
-  return host.to(like.device());
 }
 
 }  // namespace
@@ -105,7 +64,7 @@ npu_moe_distribute_dispatch(const at::Tensor& x, const at::Tensor& expert_ids, c
   TORCH_CHECK_VALUE(x.dim() == 2, op, ": x must be (BS, H), got ", x.sizes());
   TORCH_CHECK_TYPE(at::isFloatingType(x.scalar_type()), op, ": x must be float16, bfloat16 or float32, got ",
                    x.scalar_type());
-  checkRouting(op, expert_ids, x.size(0), moe_expert_num);
+  checkRouting(op, expert_ids, x.size(0));
   TORCH_CHECK_VALUE(quant_mode == 0 || quant_mode == 2, op, ": quant_mode must be 0 (none) or 2 (dynamic int8), got ",
                     quant_mode);
   TORCH_CHECK_VALUE(expert_token_nums_type == 0 || expert_token_nums_type == 1, op,
@@ -209,7 +168,7 @@ npu_moe_distribute_dispatch_meta(const at::Tensor& x, const at::Tensor& expert_i
   const ExpertLayout layout = checkLayout(op, ep_world_size, ep_rank_id, moe_expert_num, tp_world_size,
                                           shared_expert_rank_num, expert_shard_type);
   TORCH_CHECK_VALUE(x.dim() == 2, op, ": x must be (BS, H), got ", x.sizes());
-  checkRouting(op, expert_ids, x.size(0), moe_expert_num);
+  checkRouting(op, expert_ids, x.size(0));
   const int64_t capacity = receiveCapacity(x.size(0), expert_ids.size(1), global_bs, layout);
   const auto f32 = x.options().dtype(at::kFloat);
   return {at::empty({capacity, x.size(1)}, quant_mode == 2 ? x.options().dtype(at::kChar) : x.options()),
@@ -242,7 +201,7 @@ at::Tensor npu_moe_distribute_combine(
                     ": activation_scale, weight_scale and comm_quant_mode quantise the exchange, which is not "
                     "supported; pass the experts' float output");
   const int64_t tokens = expert_ids.size(0), k = expert_ids.dim() == 2 ? expert_ids.size(1) : 0;
-  checkRouting(op, expert_ids, tokens, moe_expert_num);
+  checkRouting(op, expert_ids, tokens);
   TORCH_CHECK_VALUE(expert_scales.sizes() == expert_ids.sizes(), op, ": expert_scales must have expert_ids' shape ",
                     expert_ids.sizes(), ", got ", expert_scales.sizes());
   TORCH_CHECK_VALUE(expand_idx.numel() == tokens * k, op, ": expand_idx must have BS * K = ", tokens * k,
@@ -296,7 +255,7 @@ at::Tensor npu_moe_distribute_combine_meta(
   const char* op = "npu_moe_distribute_combine";
   checkLayout(op, ep_world_size, ep_rank_id, moe_expert_num, tp_world_size, shared_expert_rank_num,
               expert_shard_type);
-  checkRouting(op, expert_ids, expert_ids.size(0), moe_expert_num);
+  checkRouting(op, expert_ids, expert_ids.size(0));
   return at::empty({expert_ids.size(0), expand_x.size(1)}, expand_x.options());
 }
 

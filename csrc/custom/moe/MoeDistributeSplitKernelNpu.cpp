@@ -24,6 +24,7 @@
 
 #include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/comm_matmul/CommGroup.h"
+#include "csrc/custom/moe/MoeDistributeUtils.h"
 
 namespace at_npu::native {
 namespace {
@@ -35,31 +36,17 @@ constexpr int64_t kAssistWords = 128;
 
 int64_t alignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
-struct Layout {
-  int64_t world;    // ranks of the EP group
-  int64_t experts;  // moe_expert_num
-  int64_t local;    // experts per rank (expert e lives on rank e / local)
-};
+using namespace moe_distribute;
+using Layout = ExpertLayout;
 
-// The same restrictions as the one-phase ops (their helpers are file-local there, so these are small local copies).
+// The same restrictions as the one-phase ops.
 Layout checkLayout(const char* op, int64_t ep_world_size, int64_t ep_rank_id, int64_t moe_expert_num,
                    int64_t shared_expert_rank_num, int64_t expert_shard_type) {
-  TORCH_CHECK_VALUE(ep_world_size >= 1, op, ": ep_world_size must be at least 1, got ", ep_world_size);
-  TORCH_CHECK_VALUE(ep_rank_id >= 0 && ep_rank_id < ep_world_size, op, ": ep_rank_id must be in [0, ", ep_world_size,
-                    "), got ", ep_rank_id);
-  TORCH_CHECK_VALUE(moe_expert_num >= 1 && moe_expert_num % ep_world_size == 0, op, ": moe_expert_num (",
-                    moe_expert_num, ") must be a positive multiple of ep_world_size (", ep_world_size, ")");
+  const Layout layout = expertLayout(op, ep_world_size, ep_rank_id, moe_expert_num);
   TORCH_CHECK_VALUE(shared_expert_rank_num == 0 && expert_shard_type == 0, op,
                     ": ranks dedicated to shared experts (shared_expert_rank_num > 0) are not supported; run the "
                     "shared expert on every rank and pass its output to combine_teardown as shared_expert_x");
-  return {ep_world_size, moe_expert_num, moe_expert_num / ep_world_size};
-}
-
-void checkRouting(const char* op, const at::Tensor& expert_ids, int64_t tokens) {
-  TORCH_CHECK_VALUE(expert_ids.dim() == 2 && expert_ids.size(0) == tokens, op,
-                    ": expert_ids must be (BS, K) with BS = ", tokens, ", got ", expert_ids.sizes());
-  TORCH_CHECK_TYPE(expert_ids.scalar_type() == at::kInt, op, ": expert_ids must be int32, got ",
-                   expert_ids.scalar_type());
+  return layout;
 }
 
 void checkQuantMode(const char* op, int64_t quant_mode) {
@@ -73,33 +60,7 @@ int64_t sendRowWidth(int64_t hidden, int64_t quant_mode) {
   return quant_mode == 2 ? alignUp(alignUp(hidden, 32) + 4, 512) : alignUp(alignUp(hidden * 2, 32), 512) / 2;
 }
 
-// Rows expand_x holds: every token of every rank, min(local experts, K) times.
-int64_t receiveCapacity(int64_t tokens, int64_t k, int64_t global_bs, const Layout& layout) {
-  return (global_bs > 0 ? global_bs : tokens * layout.world) * std::min(layout.local, k);
-}
-
 int64_t combineRowWidth(int64_t hidden) { return alignUp(alignUp(hidden, 32) + alignUp(hidden, 8) / 8 * 4, 512); }
-
-std::vector<int64_t> hostValues(const at::Tensor& t) {
-  at::Tensor cpu = t.to(at::kLong).cpu().contiguous();
-  return std::vector<int64_t>(cpu.const_data_ptr<int64_t>(), cpu.const_data_ptr<int64_t>() + cpu.numel());
-}
-
-at::Tensor indexTensor(const std::vector<int64_t>& index, const at::Tensor& like) {
-  at::Tensor host = at::empty({static_cast<int64_t>(index.size())}, at::TensorOptions().dtype(at::kLong));
-  std::copy(index.begin(), index.end(), host.mutable_data_ptr<int64_t>());
-  return host.to(like.device());
-}
-
-at::Tensor exchange(c10d_npu::ProcessGroupHCCL& group, const at::Tensor& send, std::vector<int64_t> send_counts,
-                    std::vector<int64_t> recv_counts) {
-  std::vector<int64_t> shape = send.sizes().vec();
-  shape[0] = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
-  at::Tensor received = at::empty(shape, send.options());
-  at::Tensor input = send.contiguous();
-  group.alltoall_base(received, input, recv_counts, send_counts)->wait();
-  return received;
-}
 
 c10::intrusive_ptr<c10d_npu::ProcessGroupHCCL> checkedGroup(const char* op, c10::string_view group_ep,
                                                             int64_t ep_world_size, int64_t ep_rank_id) {
