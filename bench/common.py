@@ -54,14 +54,16 @@ def _release_own_thread_team() -> None:
         pass
 
 
-def interleaved(cases, repeats: int, warmup: int = 1) -> list:
+def interleaved(cases, repeats: int, warmup: int = 1, quiesce_all: bool = False) -> list:
     """Time several (fn, device, inner) cases, alternating between them on every repeat.
 
     Alternating makes slow phases of a noisy machine (other processes compiling), and the caches'
     state, hit every case alike instead of one side of a comparison. Every CPU sample starts from
     quiesce(): no npu work queued or running beside it, nothing left behind by earlier npu work
     (each section also runs in a fresh process, run.py). Returns the per-call seconds of each case
-    as a list of samples, in the order of `cases`.
+    as a list of samples, in the order of `cases`. With `quiesce_all`, npu samples start from
+    quiesce() too: on a loaded host its sleep gives the next sample a woken task's scheduling head
+    start, which both sides of a comparison must get alike.
     """
     for fn, device, _ in cases:
         if not device.startswith("npu"):
@@ -72,7 +74,7 @@ def interleaved(cases, repeats: int, warmup: int = 1) -> list:
     samples = [[] for _ in cases]
     for _ in range(repeats):
         for i, (fn, device, inner) in enumerate(cases):
-            if not device.startswith("npu"):
+            if quiesce_all or not device.startswith("npu"):
                 quiesce()
             samples[i].append(time_per_call(fn, device, inner))
     return samples

@@ -65,7 +65,8 @@ def _busy_host_rows(repeats: int, copies_per_sample: int) -> list:
     try:
         ref, h2d, d2h = interleaved([(lambda: np.copyto(ref_dst, ref_src), "cpu", copies_per_sample),
                                      (lambda: dev_out.copy_(host), "npu", copies_per_sample),
-                                     (lambda: host_out.copy_(dev), "npu", copies_per_sample)], repeats, warmup=3)
+                                     (lambda: host_out.copy_(dev), "npu", copies_per_sample)], repeats, warmup=3,
+                                    quiesce_all=True)
     finally:
         for p in spinners:
             p.kill()
@@ -88,7 +89,10 @@ def run(quick: bool = False) -> list:
     for nbytes, repeats, per_sample in plan:
         rows += _rows_for_size(nbytes, repeats, per_sample)
         torch.npu.empty_cache()
-    rows += _busy_host_rows(2, 5) if quick else _busy_host_rows(5, 50)
+    # Under load a sample must span many scheduler time slices (500 copies take ~50 ms), or it measures
+    # where the slices happened to fall; and every side starts its samples alike (quiesce_all): with
+    # only the CPU side starting after quiesce()'s sleep, it alone got a woken task's head start.
+    rows += _busy_host_rows(2, 5) if quick else _busy_host_rows(5, 500)
     return rows
 
 
