@@ -49,6 +49,10 @@ def _save_restore(arg_type, name: str, where: str) -> tuple[str, list[str]]:
         return (f"{name}.has_value() ? c10::IValue(*{name}) : c10::IValue()",
                 [f"std::optional<double> {name} = {key}.isNone() ? std::nullopt "
                  f": std::optional<double>({key}.toDouble());"])
+    if isinstance(arg_type, OptionalType) and arg_type.elem == BaseType(BaseTy.int):
+        return (f"{name}.has_value() ? c10::IValue(*{name}) : c10::IValue()",
+                [f"std::optional<int64_t> {name} = {key}.isNone() ? std::nullopt "
+                 f": std::optional<int64_t>({key}.toInt());"])
     raise CodegenError(f"{where}: argument '{name}' of type {arg_type} cannot be used in a formula yet")
 
 

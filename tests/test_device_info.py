@@ -75,6 +75,25 @@ def test_set_option_stores_and_checks_values():
         torch.npu.set_option("ACL_PRECISION_MODE")
 
 
+def test_npu_get_option_returns_bytes_and_follows_allow_internal_format():
+    torch.npu.set_option({"ACL_OP_COMPILER_CACHE_MODE": "enable"})
+    assert torch_npu._C._npu_getOption("ACL_OP_COMPILER_CACHE_MODE") == b"enable"
+    assert torch_npu._C._npu_getOption("NO_SUCH_OPTION_SET") is None
+    before = torch.npu.config.allow_internal_format
+    try:
+        torch.npu.config.allow_internal_format = True
+        assert torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT") == b"enable"
+        torch.npu.set_option({"ALLOW_INTERNAL_FORMAT": "disable"})
+        assert torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT") == b"disable"
+        assert torch.npu.config.allow_internal_format is False
+        with pytest.raises(ValueError, match="ALLOW_INTERNAL_FORMAT should be in"):
+            torch.npu.set_option({"ALLOW_INTERNAL_FORMAT": "on"})
+        with pytest.raises(TypeError, match="must be a str"):
+            torch_npu._C._npu_getOption(3)
+    finally:
+        torch.npu.config.allow_internal_format = before
+
+
 def test_compile_mode_and_compatible_impl_round_trip():
     torch.npu.set_compile_mode(jit_compile=False)
     assert torch_npu.npu.is_jit_compile_false()

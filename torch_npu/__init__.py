@@ -11,6 +11,8 @@ def _autoload() -> None:
 
 # Defined before `import torch`: when torch_npu is imported first, torch's autoload looks up
 # `_autoload` on this partially initialised module.
+import sys as _sys  # noqa: E402
+
 import torch  # noqa: E402
 
 try:
@@ -77,7 +79,15 @@ def dropout_with_byte_mask(input1, p=0.5, train=True, inplace=False):
 
 _register_custom_ops()
 
-import sys as _sys  # noqa: E402
+
+def _install_dtype_codes() -> None:
+    """torch_npu.float16, torch_npu.hifloat8, ... and torch_npu._C._cd.DType (torch_npu/_dtypes.py)."""
+    from torch_npu import _dtypes
+
+    _dtypes.install(_sys.modules[__name__])
+
+
+_install_dtype_codes()
 
 from torch_npu import _formats  # noqa: E402
 

@@ -9,14 +9,44 @@
 
 #include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
+#include "csrc/custom/NpuDtypeCodes.h"
 #include "csrc/framework/FormatCast.h"
 #include "csrc/framework/FormatHelper.h"
 
 namespace at_npu::native {
 
-at::Tensor npu_dtype_cast(const at::Tensor& self, at::ScalarType dtype) {
+// dtype and input_dtype are torch dtypes or torch_npu's codes (torch_npu.float16, ...: NpuDtypeCodes.h).
+// input_dtype says what the bytes of self hold; it must have self's element size, and reinterprets them.
+at::Tensor npu_dtype_cast(const at::Tensor& self, int64_t dtype, std::optional<int64_t> input_dtype) {
+  const at::ScalarType to = dtype_codes::scalarTypeOfCode("npu_dtype_cast", "dtype", dtype, "cast to");
+  at::Tensor src = self;
+  if (input_dtype.has_value()) {
+    const at::ScalarType from = dtype_codes::scalarTypeOfCode("npu_dtype_cast", "input_dtype", *input_dtype, "read");
+    TORCH_CHECK_VALUE(c10::elementSize(from) == self.element_size(), "npu_dtype_cast: input_dtype ", from,
+                      " takes ", c10::elementSize(from), " bytes an element, but self is ", self.scalar_type(),
+                      " with ", self.element_size(), "; input_dtype reinterprets self's bytes, so the sizes must match");
+    if (from != self.scalar_type()) src = self.view(from);
+  }
   // Always a new tensor, even for the same dtype: the schema promises no aliasing.
-  return at::_to_copy(self, dtype);
+  return at::_to_copy(src, to);
+}
+
+// grad (of dtype grad_dtype, the forward's dtype) back to self's dtype. A forward that reinterpreted self's bytes
+// (input_dtype other than self's dtype) has no gradient.
+at::Tensor npu_dtype_cast_backward(const at::Tensor& grad, at::ScalarType dtype, std::optional<int64_t> grad_dtype,
+                                   std::optional<int64_t> input_dtype) {
+  constexpr const char* kOp = "npu_dtype_cast_backward";
+  if (grad_dtype.has_value()) {
+    const at::ScalarType holds = dtype_codes::scalarTypeOfCode(kOp, "grad_dtype", *grad_dtype, "read");
+    TORCH_CHECK_VALUE(holds == grad.scalar_type(), kOp, ": grad_dtype says grad holds ", holds, ", but grad is ",
+                      grad.scalar_type());
+  }
+  if (input_dtype.has_value()) {
+    const at::ScalarType from = dtype_codes::scalarTypeOfCode(kOp, "input_dtype", *input_dtype, "read");
+    TORCH_CHECK_VALUE(from == dtype, kOp, ": the forward read the input's ", dtype, " bytes as ", from,
+                      "; a reinterpretation of bytes has no gradient. Cast with ATen ops to train through it");
+  }
+  return at::_to_copy(grad, dtype);
 }
 
 at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format, std::optional<int64_t> customize_dtype,

@@ -32,12 +32,30 @@ def _get(name):
     return _C._get_option(name)
 
 
+def _npu_get_option(name):
+    """torch_npu._C._npu_getOption: an option's value as bytes (b"enable"), or None when it was never set."""
+    if not isinstance(name, str):
+        raise TypeError(f"_npu_getOption: the option name must be a str, got {type(name).__name__}")
+    if name == "ALLOW_INTERNAL_FORMAT":  # kept by the format layer (format_config.py), not the option table
+        return b"enable" if _C._get_allow_internal_format() else b"disable"
+    value = _C._get_option(name)
+    return None if value is None else str(value).encode()
+
+
+_C._npu_getOption = _npu_get_option
+
+
 def set_option(option):
     """Set named options, e.g. {"ACL_PRECISION_MODE": "must_keep_origin_dtype"}; bad values raise."""
     if not isinstance(option, dict):
         raise TypeError(f"npu option must be a dict, got {type(option).__name__}")
     if option.get("MM_BMM_ND_ENABLE") in ("enable", "disable"):
         set_mm_bmm_format_nd(option["MM_BMM_ND_ENABLE"] == "enable")
+    if "ALLOW_INTERNAL_FORMAT" in option:
+        value = option["ALLOW_INTERNAL_FORMAT"]
+        if value not in ("enable", "disable"):
+            raise ValueError(f"value of ALLOW_INTERNAL_FORMAT should be in ['enable', 'disable'], but got {value}")
+        _C._set_allow_internal_format(value == "enable")
     for name, value in option.items():
         value = str(value)
         accepted = _OPTION_VALUES.get(name)

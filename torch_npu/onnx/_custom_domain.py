@@ -14,6 +14,10 @@ import torch
 DOMAIN = "npu"
 DOMAIN_VERSION = 1
 
+# `int` arguments that hold a dtype (a torch dtype or a torch_npu code): written as the ONNX element type, as
+# ScalarType arguments are.
+_DTYPE_CODE_ARGUMENTS = {("npu_dtype_cast", "dtype"), ("npu_dtype_cast", "input_dtype")}
+
 _ALL_TENSOR_TYPES = [
     f"tensor({t})"
     for t in ("float", "float16", "bfloat16", "double", "int8", "int16", "int32", "int64", "uint8", "bool")
@@ -119,6 +123,12 @@ def register_onnx_schema(name: str, schema) -> None:
     _registered.add(name)
 
 
+def _dtype_of(value) -> torch.dtype:
+    from torch_npu._dtypes import to_torch_dtype
+
+    return value if isinstance(value, torch.dtype) else to_torch_dtype(int(value))
+
+
 def _attribute_value(value):
     if isinstance(value, torch.dtype):
         from torch_npu.onnx._standard import onnx_dtype
@@ -151,6 +161,8 @@ def dynamo_translation(name: str, schema):
                 inputs.append(value)
             elif _is_tensor_list(arg.type):
                 inputs.extend(value or [])
+            elif value is not None and (name, arg.name) in _DTYPE_CODE_ARGUMENTS:
+                attributes[arg.name] = _attribute_value(_dtype_of(value))
             elif value is not None and _attribute_kind(arg.type) is not None:
                 attributes[arg.name] = _attribute_value(value)
         # Trailing absent optional inputs are dropped; inner ones stay as empty inputs.
@@ -196,9 +208,10 @@ def legacy_symbolic(name: str, schema):
                 attributes[f"{arg.name}_s"] = symbolic_helper._maybe_get_const(value, "s")
             elif kind.name == "FLOAT":
                 attributes[f"{arg.name}_f"] = float(symbolic_helper._maybe_get_const(value, "f"))
-            elif "ScalarType" in str(arg.real_type):  # a dtype: the ONNX element type, as the dynamo exporter writes
-                scalar_type = int(symbolic_helper._maybe_get_const(value, "i"))
-                attributes[f"{arg.name}_i"] = int(torch.onnx.JitScalarType(scalar_type).onnx_type())
+            elif "ScalarType" in str(arg.real_type) or (name, arg.name) in _DTYPE_CODE_ARGUMENTS:
+                # a dtype: the ONNX element type, as the dynamo exporter writes
+                dtype = _dtype_of(symbolic_helper._maybe_get_const(value, "i"))
+                attributes[f"{arg.name}_i"] = int(torch.onnx.JitScalarType.from_dtype(dtype).onnx_type())
             else:
                 attributes[f"{arg.name}_i"] = int(symbolic_helper._maybe_get_const(value, "i"))
         return g.op(f"{DOMAIN}::{name}", *inputs, outputs=n_outputs, **attributes)

@@ -116,8 +116,15 @@ def npu_one_hot(self, num_classes: int = -1, depth: int = 1, on_value=1, off_val
     return op.OneHot(indices, op.Constant(value_ints=[depth]), values, axis=num_classes)
 
 
-def npu_dtype_cast(self, dtype):
-    return op.Cast(self, to=onnx_dtype(dtype))
+def npu_dtype_cast(self, dtype, input_dtype=None):
+    # dtype is a torch dtype or one of torch_npu's codes (torch_npu.float16); input_dtype reinterprets the input's
+    # bytes, which no ONNX op does.
+    if input_dtype is not None:
+        raise ValueError("npu_dtype_cast with input_dtype reinterprets the input's bytes, which ONNX has no op for; "
+                         "export the cast without input_dtype")
+    from torch_npu._dtypes import to_torch_dtype
+
+    return op.Cast(self, to=onnx_dtype(dtype if isinstance(dtype, torch.dtype) else to_torch_dtype(int(dtype))))
 
 
 def npu_format_cast(self, acl_format: int, customize_dtype=None, input_dtype=None):

@@ -35,16 +35,8 @@ at::Tensor orUndefined(const std::optional<at::Tensor>& t) { return present(t) ?
 // An `int` dtype argument: a torch dtype, or torch_npu's spelling (aclDataType + 256) for dtypes torch lacks.
 at::ScalarType dtypeArg(const char* op, const char* arg, int64_t code) {
   if (code >= quant::kNpuDtypeOffset) {
-    switch (code - quant::kNpuDtypeOffset) {
-      case 0: return at::kFloat;
-      case 1: return at::kHalf;
-      case 2: return at::kChar;
-      case 3: return at::kInt;
-      case 27: return at::kBFloat16;
-      case 35: return at::kFloat8_e5m2;
-      case 36: return at::kFloat8_e4m3fn;
-      default: break;
-    }
+    const auto type = dtype_codes::torchTypeOfNpuCode(code);
+    if (type && (isFloat8(*type) || quant::chipFormatName(static_cast<int64_t>(*type)) == nullptr)) return *type;
   } else if (code >= 0 && code < static_cast<int64_t>(at::ScalarType::NumOptions)) {
     const auto type = static_cast<at::ScalarType>(code);
     if (isFloat8(type) || quant::chipFormatName(code) == nullptr) return type;

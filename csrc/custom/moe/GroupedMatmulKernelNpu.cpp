@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "csrc/custom/NpuCustomFunctions.h"
+#include "csrc/custom/NpuDtypeCodes.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -202,9 +203,7 @@ at::ScalarType outputType(at::TensorList x, std::optional<at::ScalarType> reques
 
 std::optional<at::ScalarType> dtypeArgument(std::optional<int64_t> code) {
   if (!code.has_value()) return std::nullopt;
-  TORCH_CHECK_VALUE(*code >= 0 && *code < static_cast<int64_t>(at::ScalarType::NumOptions), kOp, ": output_dtype ",
-                    *code, " is not a dtype");
-  return static_cast<at::ScalarType>(*code);
+  return dtype_codes::scalarTypeOfCode(kOp, "output_dtype", *code, "output");
 }
 
 void checkChipForms(std::initializer_list<std::pair<const char*, bool>> given) {

@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 
 #include "csrc/custom/NpuCustomFunctions.h"
+#include "csrc/custom/NpuDtypeCodes.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -30,9 +31,7 @@ std::vector<int64_t> quantMatmulShape(const at::Tensor& x1, const at::Tensor& x2
 
 at::ScalarType quantOutputType(std::optional<int64_t> output_dtype) {
   if (!output_dtype.has_value()) return at::kChar;
-  TORCH_CHECK_VALUE(*output_dtype >= 0 && *output_dtype < static_cast<int64_t>(at::ScalarType::NumOptions),
-                    "npu_quant_matmul: output_dtype ", *output_dtype, " is not a dtype");
-  const auto type = static_cast<at::ScalarType>(*output_dtype);
+  const auto type = dtype_codes::scalarTypeOfCode("npu_quant_matmul", "output_dtype", *output_dtype, "output");
   TORCH_CHECK_VALUE(type == at::kChar || type == at::kHalf || type == at::kBFloat16 || type == at::kInt,
                     "npu_quant_matmul: output_dtype must be torch.int8, torch.float16, torch.bfloat16 or torch.int32, "
                     "got ", type);

@@ -11,12 +11,13 @@
 #include <optional>
 #include <vector>
 
+#include "csrc/custom/NpuDtypeCodes.h"
 #include "csrc/framework/OpParamMaker.h"
 
 namespace at_npu::native::quant {
 
 // torch_npu spells dtypes torch does not have (hifloat8, int4, float4...) as their aclDataType + 256.
-constexpr int64_t kNpuDtypeOffset = 256;
+using dtype_codes::kNpuDtypeOffset;
 // aclDataType codes the device ops take that no tensor of the software NPU holds.
 constexpr int64_t kAclInt4 = 29;
 

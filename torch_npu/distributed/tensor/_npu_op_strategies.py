@@ -20,7 +20,7 @@ def _elementwise(x, *tensors):
 
 register_sharding(_npu.npu_fast_gelu.default)(lambda x: _elementwise(x))
 register_sharding(_npu.npu_fast_gelu_backward.default)(lambda grad, x: _elementwise(grad, x))
-register_sharding(_npu.npu_dtype_cast.default)(lambda x, dtype: _elementwise(x))
+register_sharding(_npu.npu_dtype_cast.default)(lambda x, dtype, input_dtype=None: _elementwise(x))
 register_op_strategy_map(_npu.npu_transpose.default, torch.permute)
 
 
