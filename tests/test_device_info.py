@@ -86,6 +86,13 @@ def test_npu_get_option_returns_bytes_and_follows_allow_internal_format():
         torch.npu.set_option({"ALLOW_INTERNAL_FORMAT": "disable"})
         assert torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT") == b"disable"
         assert torch.npu.config.allow_internal_format is False
+        saved = torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT")
+        torch.npu.config.allow_internal_format = b"enable"
+        assert torch.npu.config.allow_internal_format is True
+        torch.npu.config.allow_internal_format = saved  # the bytes _npu_getOption gave back
+        assert torch.npu.config.allow_internal_format is False
+        with pytest.raises(TypeError, match="must be a bool"):
+            torch.npu.config.allow_internal_format = b"on"
         with pytest.raises(ValueError, match="ALLOW_INTERNAL_FORMAT should be in"):
             torch.npu.set_option({"ALLOW_INTERNAL_FORMAT": "on"})
         with pytest.raises(TypeError, match="must be a str"):

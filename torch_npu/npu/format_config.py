@@ -18,8 +18,14 @@ class _NpuConfig:
 
     @allow_internal_format.setter
     def allow_internal_format(self, value) -> None:
+        # Also the option's own spellings, as torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT") returns them
+        # (tests save that value and assign it back).
+        spelled = {"enable": True, "disable": False, b"enable": True, b"disable": False}
+        if isinstance(value, (str, bytes)) and value in spelled:
+            value = spelled[value]
         if not isinstance(value, bool):
-            raise TypeError(f"torch.npu.config.allow_internal_format must be a bool, got {type(value).__name__}")
+            raise TypeError("torch.npu.config.allow_internal_format must be a bool (or 'enable' / 'disable'), got "
+                            f"{value!r}")
         _C._set_allow_internal_format(value)
 
     def __repr__(self) -> str:
