@@ -236,6 +236,22 @@ def test_mhc_pre_backward(dtype, use_gamma):
         torch.testing.assert_close(n.grad.cpu().float(), c.grad.float(), rtol=tol, atol=tol, msg=name)
 
 
+def test_mhc_pre_backward_op_without_gamma_gives_a_zero_gamma_gradient():
+    x, phi, alpha, bias, gamma = mhc_inputs(torch.float32)
+    fwd = torch_npu.npu_mhc_pre(x.npu(), phi.npu(), alpha.npu(), bias.npu(), out_flag=1)
+    h_in, h_post, h_res, inv_rms, h_mix, h_pre = fwd
+    g = torch.Generator().manual_seed(11)
+    grads = [torch.randn(t.shape, generator=g).npu() for t in (h_in, h_post, h_res)]
+    outs = torch_npu.npu_mhc_pre_backward(x.npu(), phi.npu(), alpha.npu(), *grads, inv_rms, h_mix, h_pre, h_post)
+    assert outs[4].shape == gamma.shape and not outs[4].cpu().any()
+    # The other gradients are those of autograd through the CPU reference.
+    leaves = [t.clone().requires_grad_(True) for t in (x, phi, alpha, bias)]
+    out = ref.mhc_pre(*leaves)
+    sum(((o.float() * gr.cpu()).sum() for o, gr in zip(out[:3], grads))).backward()
+    for name, got, leaf in zip(["x", "phi", "alpha", "bias"], outs[:4], leaves):
+        torch.testing.assert_close(got.cpu().float().reshape(leaf.shape), leaf.grad, rtol=1e-3, atol=1e-3, msg=name)
+
+
 def test_mhc_pre_meta_and_errors():
     x, phi, alpha, bias, gamma = mhc_inputs(torch.bfloat16, lead=(2, 3))
     meta = torch.ops.npu.npu_mhc_pre(x.to("meta"), phi.to("meta"), alpha.to("meta"), bias.to("meta"), out_flag=1)

@@ -499,7 +499,15 @@ extern "C" NOP_API aclnnStatus aclnnMhcPreBackwardGetWorkspaceSize(
                       gphi.copy_(at::matmul(g_mix.t(), xg).view(gphi.sizes()));
                       galpha.copy_(at::cat(g_alpha).view(galpha.sizes()));
                       gbias.copy_(at::cat(gz, 1).sum(0).view(gbias.sizes()));
-                      if (ggamma.defined()) ggamma.copy_((g_xg * xf).sum(0).view(ggamma.sizes()));
+                      // Without gamma there is no gamma to train: its gradient is zeros (as the device kernel
+                      // writes), not the gradient an all-ones gamma would get.
+                      if (ggamma.defined()) {
+                        if (ga.defined()) {
+                          ggamma.copy_((g_xg * xf).sum(0).view(ggamma.sizes()));
+                        } else {
+                          ggamma.zero_();
+                        }
+                      }
                     },
                     {gx, gphi, galpha, gbias, ggamma}};
   });
