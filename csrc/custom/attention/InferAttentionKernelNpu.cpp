@@ -8,21 +8,17 @@
 #include <string>
 
 #include "csrc/custom/NpuCustomFunctions.h"
+#include "csrc/custom/attention/InferAttentionLayout.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
 namespace {
 
-struct LayoutPair {
-  std::string in, out;
-};
+using infer_attention::LayoutPair;
+using infer_attention::lseShape;
 
 LayoutPair layoutsOf(const char* op, c10::string_view input_layout) {
-  LayoutPair l{std::string(input_layout), std::string(input_layout)};
-  if (const size_t bar = l.in.find('_'); bar != std::string::npos) {
-    l.out = l.in.substr(bar + 1);
-    l.in = l.in.substr(0, bar);
-  }
+  const LayoutPair l = infer_attention::splitLayout(std::string(input_layout));
   const bool tokens = l.in == "TND" || l.in == "NTD";
   TORCH_CHECK_VALUE(l.in == "BSH" || l.in == "BSND" || l.in == "BNSD" || tokens, op,
                     ": input_layout must be BSH, BSND, BNSD, TND or NTD (optionally _<output layout>, e.g. BNSD_BSND), "
@@ -41,18 +37,6 @@ std::vector<int64_t> outputShape(const char* op, const LayoutPair& l, const at::
                     query.sizes());
   TORCH_CHECK_VALUE(num_heads > 0, op, ": num_heads must be positive, got ", num_heads);
   const int64_t kv_heads = num_kv_heads == 0 ? num_heads : num_kv_heads;
-  int64_t b = 0, n = num_heads, s = 0, t = 0;
-  if (l.in == "BSH") {
-    b = query.size(0), s = query.size(1);
-  } else if (l.in == "BSND") {
-    b = query.size(0), s = query.size(1), n = query.size(2);
-  } else if (l.in == "BNSD") {
-    b = query.size(0), n = query.size(1), s = query.size(2);
-  } else if (l.in == "TND") {
-    t = query.size(0), n = query.size(1);
-  } else {
-    n = query.size(0), t = query.size(1);
-  }
   // The value's head size: its last dimension, or its hidden size over its heads (BSH / paged BnBsH).
   int64_t dv = value.size(-1);
   if ((l.in == "BSH" && !paged) || (paged && value.dim() == 3)) {
@@ -60,20 +44,7 @@ std::vector<int64_t> outputShape(const char* op, const LayoutPair& l, const at::
                       " is not a multiple of num_key_value_heads ", kv_heads);
     dv = value.size(-1) / kv_heads;
   }
-  if (l.out == "BSH") return {b, s, n * dv};
-  if (l.out == "BSND") return {b, s, n, dv};
-  if (l.out == "BNSD") return {b, n, s, dv};
-  if (l.out == "NBSD") return {n, b, s, dv};
-  if (l.out == "TND") return {t, n, dv};
-  return {n, t, dv};  // NTD
-}
-
-std::vector<int64_t> lseShape(const LayoutPair& l, const at::Tensor& query, int64_t num_heads) {
-  if (l.in == "TND") return {query.size(0), query.size(1), 1};
-  if (l.in == "NTD") return {query.size(1), query.size(0), 1};
-  if (l.in == "BSH") return {query.size(0), num_heads, query.size(1), 1};
-  if (l.in == "BSND") return {query.size(0), query.size(2), query.size(1), 1};
-  return {query.size(0), query.size(1), query.size(2), 1};
+  return infer_attention::outputShape(l, query, num_heads, dv);
 }
 
 bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }

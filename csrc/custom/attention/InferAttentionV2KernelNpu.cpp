@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "csrc/custom/NpuCustomFunctions.h"
+#include "csrc/custom/attention/InferAttentionLayout.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -21,9 +22,8 @@ constexpr const char* kOp = "npu_fused_infer_attention_score_v2";
 
 bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
-struct Layouts {
-  std::string in, out;
-};
+using Layouts = infer_attention::LayoutPair;
+using infer_attention::lseShape;
 
 // Upstream's input_layout values (NSD has no software kernel).
 Layouts layoutsOf(c10::string_view input_layout, const at::Tensor& query) {
@@ -36,11 +36,7 @@ Layouts layoutsOf(c10::string_view input_layout, const at::Tensor& query) {
   TORCH_CHECK_VALUE(s != "NSD", kOp, ": input_layout NSD is not supported on the software NPU: use BNSD with B = 1");
   TORCH_CHECK_VALUE(ok, kOp, ": input_layout must be one of BSH, BSND, BNSD, TND, NTD, BNSD_BSND, BSH_BNSD, ",
                     "BSND_BNSD, NTD_TND, BSH_NBSD, BSND_NBSD, BNSD_NBSD, TND_NTD; got '", s, "'");
-  Layouts l{s, s};
-  if (const size_t bar = s.find('_'); bar != std::string::npos) {
-    l.in = s.substr(0, bar);
-    l.out = s.substr(bar + 1);
-  }
+  const Layouts l = infer_attention::splitLayout(s);
   const int64_t want = l.in == "BSH" || l.in == "TND" || l.in == "NTD" ? 3 : 4;
   TORCH_CHECK_VALUE(query.dim() == want, kOp, ": query must be ", want, "-D for input_layout ", s, ", got ",
                     query.sizes());
@@ -82,33 +78,7 @@ std::vector<int64_t> outShape(const Layouts& l, const at::Tensor& query, const a
                       " without block_table, got ", value.sizes());
     dv = l.in == "BSH" ? value.size(2) / kv_heads : value.size(-1);
   }
-  int64_t b = 0, n = heads, s = 0, t = 0;
-  if (l.in == "BSH") {
-    b = query.size(0), s = query.size(1);
-  } else if (l.in == "BSND") {
-    b = query.size(0), s = query.size(1), n = query.size(2);
-  } else if (l.in == "BNSD") {
-    b = query.size(0), n = query.size(1), s = query.size(2);
-  } else if (l.in == "TND") {
-    t = query.size(0), n = query.size(1);
-  } else {
-    n = query.size(0), t = query.size(1);
-  }
-  if (l.out == "BSH") return {b, s, n * dv};
-  if (l.out == "BSND") return {b, s, n, dv};
-  if (l.out == "BNSD") return {b, n, s, dv};
-  if (l.out == "NBSD") return {n, b, s, dv};
-  if (l.out == "TND") return {t, n, dv};
-  return {n, t, dv};
-}
-
-// softmax_lse: [T, N, 1] for the token layouts, [B, N, S, 1] otherwise (float32).
-std::vector<int64_t> lseShape(const Layouts& l, const at::Tensor& query, int64_t heads) {
-  if (l.in == "TND") return {query.size(0), query.size(1), 1};
-  if (l.in == "NTD") return {query.size(1), query.size(0), 1};
-  if (l.in == "BSH") return {query.size(0), heads, query.size(1), 1};
-  if (l.in == "BSND") return {query.size(0), query.size(2), query.size(1), 1};
-  return {query.size(0), query.size(1), query.size(2), 1};
+  return infer_attention::outputShape(l, query, heads, dv);
 }
 
 void checkSink(const std::optional<at::Tensor>& sink, int64_t heads) {
