@@ -71,6 +71,18 @@ c10::intrusive_ptr<c10d_npu::ProcessGroupHCCL> checkedGroup(const char* op, c10:
   return group;
 }
 
+// What combine_setup and combine_teardown both take: the experts' (A, H) float output, the routing, and the
+// unquantised exchange (`quant_note` ends the comm_quant_mode message).
+void checkCombineInput(const char* op, const at::Tensor& expand_x, const at::Tensor& expert_ids,
+                       int64_t comm_quant_mode, const char* quant_note) {
+  TORCH_CHECK_VALUE(expand_x.dim() == 2, op, ": expand_x must be (A, H), got ", expand_x.sizes());
+  TORCH_CHECK_TYPE(at::isFloatingType(expand_x.scalar_type()), op, ": expand_x must be the experts' float16, "
+                   "bfloat16 or float32 output, got ", expand_x.scalar_type());
+  checkRouting(op, expert_ids, expert_ids.dim() == 2 ? expert_ids.size(0) : -1);
+  TORCH_CHECK_VALUE(comm_quant_mode == 0, op, ": comm_quant_mode ", comm_quant_mode,
+                    " quantises the exchange, which is not supported; pass 0", quant_note);
+}
+
 // comm_cmd_info of dispatch_setup: BS * (K + shared_expert_num) send-row records, then world * local count records.
 int64_t dispatchCmdRows(int64_t tokens, int64_t k, int64_t shared_expert_num, const Layout& layout) {
   return tokens * (k + shared_expert_num) + layout.world * layout.local;
@@ -282,12 +294,7 @@ std::tuple<at::Tensor, at::Tensor> npu_moe_distribute_combine_setup_meta(
     int64_t comm_quant_mode, int64_t comm_type, c10::string_view comm_alg) {
   const char* op = "npu_moe_distribute_combine_setup";
   checkLayout(op, ep_world_size, ep_rank_id, moe_expert_num, shared_expert_rank_num, expert_shard_type);
-  TORCH_CHECK_VALUE(expand_x.dim() == 2, op, ": expand_x must be (A, H), got ", expand_x.sizes());
-  TORCH_CHECK_TYPE(at::isFloatingType(expand_x.scalar_type()), op, ": expand_x must be the experts' float16, "
-                   "bfloat16 or float32 output, got ", expand_x.scalar_type());
-  checkRouting(op, expert_ids, expert_ids.dim() == 2 ? expert_ids.size(0) : -1);
-  TORCH_CHECK_VALUE(comm_quant_mode == 0, op, ": comm_quant_mode ", comm_quant_mode,
-                    " quantises the exchange, which is not supported; pass 0 (quant_expand_x is then unused)");
+  checkCombineInput(op, expand_x, expert_ids, comm_quant_mode, " (quant_expand_x is then unused)");
   TORCH_CHECK_TYPE(assist_info_for_combine.scalar_type() == at::kInt, op,
                    ": assist_info_for_combine must be dispatch_teardown's int32 output, got ",
                    assist_info_for_combine.scalar_type());
@@ -351,12 +358,7 @@ at::Tensor npu_moe_distribute_combine_teardown_meta(
     int64_t comm_quant_mode, int64_t comm_type, c10::string_view comm_alg) {
   const char* op = "npu_moe_distribute_combine_teardown";
   checkLayout(op, ep_world_size, ep_rank_id, moe_expert_num, shared_expert_rank_num, expert_shard_type);
-  TORCH_CHECK_VALUE(expand_x.dim() == 2, op, ": expand_x must be (A, H), got ", expand_x.sizes());
-  TORCH_CHECK_TYPE(at::isFloatingType(expand_x.scalar_type()), op, ": expand_x must be the experts' float16, "
-                   "bfloat16 or float32 output, got ", expand_x.scalar_type());
-  checkRouting(op, expert_ids, expert_ids.dim() == 2 ? expert_ids.size(0) : -1);
-  TORCH_CHECK_VALUE(comm_quant_mode == 0, op, ": comm_quant_mode ", comm_quant_mode,
-                    " quantises the exchange, which is not supported; pass 0");
+  checkCombineInput(op, expand_x, expert_ids, comm_quant_mode, "");
   TORCH_CHECK_VALUE(!x_active_mask.has_value(), op,
                     ": x_active_mask (inactive tokens) is not supported; leave it None");
   const int64_t tokens = expert_ids.size(0), k = expert_ids.size(1), hidden = expand_x.size(1);
