@@ -8,19 +8,15 @@ import torch.distributed as dist
 
 import torch_npu
 from common import LOCAL_RANK, RANK, WORLD, close, done, init
+from moe_common import BS, E, H, K, LOCAL, check_expert_rows, stand_in_experts
+from moe_common import inputs as moe_inputs
 
 dev = init(device_id=torch.device("npu", LOCAL_RANK))
 group = dist.distributed_c10d._get_default_group()._get_backend(torch.device("npu")).get_hccl_comm_name(RANK)
-E, BS, K, H = 4, 5, 2, 8
-LOCAL = E // WORLD
 
 
 def inputs(rank, dtype):
-    g = torch.Generator().manual_seed(100 + rank)
-    x = torch.randn(BS, H, generator=g).to(dtype)
-    ids = torch.stack([torch.randperm(E, generator=g)[:K] for _ in range(BS)]).int()
-    weights = torch.rand(BS, K, generator=g)
-    return x, ids, weights
+    return moe_inputs(rank, dtype, seed=100)
 
 
 for dtype in (torch.float32, torch.float16, torch.bfloat16):
@@ -31,20 +27,9 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16):
                                               expert_scales=weights.to(dev))
     assert expand_x.shape == (BS * WORLD * min(LOCAL, K), H) and expand_x.dtype == dtype
     assert expand_idx.dtype == torch.int32 and expand_idx.shape == (BS * K,) and dyn.numel() == 0
-    # Local expert j receives, from each rank in turn, that rank's tokens routed to it (in token order).
-    got, counts, start = expand_x.cpu(), token_nums.cpu(), 0
-    assert counts.dtype == torch.int64 and counts.shape == (LOCAL,)
-    for j in range(LOCAL):
-        e = RANK * LOCAL + j
-        expect = torch.cat([xs[(i == e).any(1)] for xs, i, _ in every])
-        assert counts[j] == expect.shape[0], (dtype, j)
-        close(got[start:start + counts[j]], expect, f"dispatch rows of expert {e} {dtype}")
-        start += int(counts[j])
-    assert torch.equal(got[start:], torch.zeros_like(got[start:]))
-    # A stand-in expert: expert e multiplies its tokens by e + 1.
-    scale_rows = torch.repeat_interleave(torch.arange(LOCAL) + RANK * LOCAL + 1, counts).to(dtype)
-    processed = expand_x.clone()
-    processed[:start] *= scale_rows.to(dev)[:, None]
+    assert token_nums.dtype == torch.int64 and token_nums.shape == (LOCAL,)
+    counts, start = check_expert_rows(expand_x, token_nums, every, f"dispatch rows {dtype}")
+    processed = stand_in_experts(expand_x, counts, start, dtype)
     shared = torch.ones(BS, H, dtype=dtype)
     out = torch_npu.npu_moe_distribute_combine(processed, ids.to(dev), expand_idx, recv_counts, weights.to(dev), group,
                                                WORLD, RANK, E, shared_expert_x=shared.to(dev))

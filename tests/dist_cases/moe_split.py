@@ -8,20 +8,16 @@ import torch.distributed as dist
 
 import torch_npu
 from common import LOCAL_RANK, RANK, WORLD, close, done, init
+from moe_common import BS, E, H, K, LOCAL, check_expert_rows, stand_in_experts
+from moe_common import inputs as moe_inputs
 
 dev = init(device_id=torch.device("npu", LOCAL_RANK))
 group = dist.distributed_c10d._get_default_group()._get_backend(torch.device("npu")).get_hccl_comm_name(RANK)
-E, BS, K, H = 4, 5, 2, 8
-LOCAL = E // WORLD
 A = BS * WORLD * min(LOCAL, K)  # expand_x rows
 
 
 def inputs(rank, dtype):
-    g = torch.Generator().manual_seed(300 + rank)
-    x = torch.randn(BS, H, generator=g).to(dtype)
-    ids = torch.stack([torch.randperm(E, generator=g)[:K] for _ in range(BS)]).int()
-    weights = torch.rand(BS, K, generator=g)
-    return x, ids, weights
+    return moe_inputs(rank, dtype, seed=300)
 
 
 def split_dispatch(x, ids, **kw):
@@ -60,19 +56,8 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16):
     equal(expand_idx, one[2], f"expand_idx {dtype}")
     equal(expand_x, one[0], f"expand_x {dtype}")
     equal(token_nums, one[3], f"expert_token_nums {dtype}")
-    # CPU routing: local expert j receives, from each rank in turn, that rank's tokens routed to it (in token order).
-    got, counts, start = expand_x.cpu(), token_nums.cpu(), 0
-    for j in range(LOCAL):
-        e = RANK * LOCAL + j
-        expect = torch.cat([xs[(i == e).any(1)] for xs, i, _ in every])
-        assert counts[j] == expect.shape[0], (dtype, j)
-        close(got[start:start + counts[j]], expect, f"rows of expert {e} {dtype}")
-        start += int(counts[j])
-    assert torch.equal(got[start:], torch.zeros_like(got[start:]))
-    # A stand-in expert: expert e multiplies its tokens by e + 1; the shared expert adds 1.
-    scale_rows = torch.repeat_interleave(torch.arange(LOCAL) + RANK * LOCAL + 1, counts).to(dtype)
-    processed = expand_x.clone()
-    processed[:start] *= scale_rows.to(dev)[:, None]
+    counts, start = check_expert_rows(expand_x, token_nums, every, f"rows {dtype}")
+    processed = stand_in_experts(expand_x, counts, start, dtype)  # the shared expert adds 1
     shared = torch.ones(BS, H, dtype=dtype)
     (qx, ccmd), out = split_combine(processed, idsd, expand_idx, assist, wd, shared_expert_x=shared.to(dev))
     assert qx.shape == (A, 512) and qx.dtype == torch.int8
