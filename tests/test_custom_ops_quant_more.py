@@ -1,7 +1,8 @@
 """More quantization ops against CPU references written from their documented definitions (op_refs/quant_more.py):
 npu_rms_norm_quant_v2, npu_kronecker_quant, npu_quant_max, npu_grouped_dynamic_block_quant and
 npu_moe_init_routing_quant; int8 outputs and int4 packed eight to an int32; Meta shapes, device-op counters and clear
-errors (chip number formats such as float8 / hifloat8 / float4 are refused)."""
+errors (float4 is refused). The float8 / hifloat8 targets of npu_quant_max and npu_rms_norm_quant_v2 are tested
+against en_dtypes and torch's float8 in test_hifloat8.py."""
 
 import pytest
 import torch
@@ -106,10 +107,11 @@ def test_rms_norm_quant_v2_meta_device_op_and_errors():
     before = device_op_count("aclnnRmsNormQuantV3")
     torch_npu.npu_rms_norm_quant_v2(x.npu(), gamma.npu(), scale.npu())
     assert device_op_count("aclnnRmsNormQuantV3") == before + 1
-    with pytest.raises(ValueError, match="hifloat8, a chip number format"):
-        torch_npu.npu_rms_norm_quant_v2(x.npu(), gamma.npu(), scale.npu(), dst_dtype=HIFLOAT8)
-    with pytest.raises(ValueError, match="float8_e5m2, a chip number format"):
-        torch_npu.npu_rms_norm_quant_v2(x.npu(), gamma.npu(), scale.npu(), dst_dtype=FLOAT8_E5M2)
+    for code, holder in [(HIFLOAT8, torch.uint8), (FLOAT8_E5M2, torch.float8_e5m2), (FLOAT8_E4M3FN, torch.float8_e4m3fn)]:
+        y, _ = torch.ops.npu.npu_rms_norm_quant_v2(meta(x), meta(gamma), meta(scale), dst_dtype=code)
+        assert y.shape == (2, 16) and y.dtype == holder
+    with pytest.raises(ValueError, match="float4_e2m1, a chip number format"):
+        torch_npu.npu_rms_norm_quant_v2(x.npu(), gamma.npu(), scale.npu(), dst_dtype=FLOAT4_E2M1)
     with pytest.raises(ValueError, match="gamma must be"):
         torch_npu.npu_rms_norm_quant_v2(x.npu(), gamma[:8].npu(), scale.npu())
     with pytest.raises(ValueError, match="scale must hold 1 or 16"):
@@ -229,15 +231,13 @@ def test_quant_max_meta_device_op_and_errors():
     before = device_op_count("aclnnQuantMax")
     torch_npu.npu_quant_max(x.npu(), scale.npu(), dst_dtype=torch.int8, group_list=torch.tensor([4]).npu())
     assert device_op_count("aclnnQuantMax") == before + 1  # one group: the plain op, as upstream
-    with pytest.raises(ValueError, match="float8_e5m2, a chip number format"):
-        torch_npu.npu_quant_max(x.npu(), scale.npu())  # upstream's default target
-    with pytest.raises(ValueError, match="hifloat8, a chip number format"):
-        torch_npu.npu_quant_max(x.npu(), scale.npu(), round_mode="round", dst_dtype=HIFLOAT8)
-    with pytest.raises(ValueError, match="float8_e4m3fn, a chip number format"):
-        torch_npu.npu_quant_max(x.npu(), scale.npu(), dst_dtype=torch.float8_e4m3fn)
-    with pytest.raises(ValueError, match="'hybrid' is for hifloat8"):
-        torch_npu.npu_quant_max(x.npu(), scale.npu(), round_mode="hybrid", dst_dtype=torch.int8)
-    with pytest.raises(ValueError, match="dst_dtype must be torch.int8"):
+    with pytest.raises(ValueError, match="hifloat8 rounds half away from zero: round_mode must be 'round'"):
+        torch_npu.npu_quant_max(x.npu(), scale.npu(), round_mode="rint", dst_dtype=HIFLOAT8)
+    with pytest.raises(ValueError, match="float8 rounds to nearest even: round_mode must be 'rint'"):
+        torch_npu.npu_quant_max(x.npu(), scale.npu(), round_mode="floor", dst_dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="'hybrid' .* is not provided"):
+        torch_npu.npu_quant_max(x.npu(), scale.npu(), round_mode="hybrid", dst_dtype=HIFLOAT8)
+    with pytest.raises(ValueError, match="dst_dtype must be torch_npu.float8_e5m2"):
         torch_npu.npu_quant_max(x.npu(), scale.npu(), dst_dtype=torch.int32)
     with pytest.raises(ValueError, match="scale must be \\[2\\]"):
         torch_npu.npu_quant_max(x.npu(), scale.npu(), dst_dtype=torch.int8, group_list=torch.tensor([2, 4]).npu())

@@ -12,6 +12,8 @@
 namespace at_npu::native::dtype_codes {
 
 constexpr int64_t kNpuDtypeOffset = 256;
+// torch_npu.hifloat8: codes held in uint8 tensors (HiFloat8Tensors.h).
+constexpr int64_t kHiFloat8Code = kNpuDtypeOffset + 34;
 
 // The torch dtype a torch_npu code (aclDataType + 256) stands for; nullopt for a format torch lacks.
 inline std::optional<at::ScalarType> torchTypeOfNpuCode(int64_t code) {

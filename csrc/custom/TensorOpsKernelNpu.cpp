@@ -9,6 +9,7 @@
 
 #include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/CustomOpUtils.h"
+#include "csrc/custom/HiFloat8Tensors.h"
 #include "csrc/custom/NpuDtypeCodes.h"
 #include "csrc/framework/FormatCast.h"
 #include "csrc/framework/FormatHelper.h"
@@ -17,16 +18,28 @@ namespace at_npu::native {
 
 // dtype and input_dtype are torch dtypes or torch_npu's codes (torch_npu.float16, ...: NpuDtypeCodes.h).
 // input_dtype says what the bytes of self hold; it must have self's element size, and reinterprets them.
+// torch_npu.hifloat8 is held in uint8 tensors: casting to it encodes a floating self, and input_dtype
+// torch_npu.hifloat8 decodes a uint8 self.
 at::Tensor npu_dtype_cast(const at::Tensor& self, int64_t dtype, std::optional<int64_t> input_dtype) {
-  const at::ScalarType to = dtype_codes::scalarTypeOfCode("npu_dtype_cast", "dtype", dtype, "cast to");
+  constexpr const char* kOp = "npu_dtype_cast";
   at::Tensor src = self;
-  if (input_dtype.has_value()) {
-    const at::ScalarType from = dtype_codes::scalarTypeOfCode("npu_dtype_cast", "input_dtype", *input_dtype, "read");
-    TORCH_CHECK_VALUE(c10::elementSize(from) == self.element_size(), "npu_dtype_cast: input_dtype ", from,
+  if (input_dtype.has_value() && *input_dtype == dtype_codes::kHiFloat8Code) {
+    TORCH_CHECK_TYPE(self.scalar_type() == at::kByte, kOp, ": input_dtype torch_npu.hifloat8 reads hifloat8 codes ",
+                     "from a uint8 tensor, got ", self.scalar_type());
+    src = hifloat8::decode(self);
+  } else if (input_dtype.has_value()) {
+    const at::ScalarType from = dtype_codes::scalarTypeOfCode(kOp, "input_dtype", *input_dtype, "read");
+    TORCH_CHECK_VALUE(c10::elementSize(from) == self.element_size(), kOp, ": input_dtype ", from,
                       " takes ", c10::elementSize(from), " bytes an element, but self is ", self.scalar_type(),
                       " with ", self.element_size(), "; input_dtype reinterprets self's bytes, so the sizes must match");
     if (from != self.scalar_type()) src = self.view(from);
   }
+  if (dtype == dtype_codes::kHiFloat8Code) {
+    TORCH_CHECK_TYPE(at::isFloatingType(src.scalar_type()), kOp, ": casting to torch_npu.hifloat8 takes a floating ",
+                     "tensor, got ", src.scalar_type());
+    return hifloat8::encode(src);
+  }
+  const at::ScalarType to = dtype_codes::scalarTypeOfCode(kOp, "dtype", dtype, "cast to");
   // Always a new tensor, even for the same dtype: the schema promises no aliasing.
   return at::_to_copy(src, to);
 }

@@ -7,14 +7,31 @@
 #include <cstdint>
 
 #include "csrc/framework/FormatStaging.h"
+#include "csrc/framework/AclTensorAs.h"
 #include "opslib/aten/AclDataType.h"
+#include "opslib/aten/Float8Dtypes.h"
 
 namespace at_npu::native {
 
 aclDataType toAclDataType(at::ScalarType type) {
   aclDataType acl = npu::opslib::aten::AclDataTypeOf(type);
+  // float8 tensors reach the ATen-backed ops (quantisers, quantised matmuls); opslib's kernels refuse them.
+  if (acl == ACL_DT_UNDEFINED) acl = npu::opslib::aten::float8AclTypeOf(type);
   TORCH_CHECK(acl != ACL_DT_UNDEFINED, "npu device ops do not support dtype ", type);
   return acl;
+}
+
+aclTensor* ConvertType(const AclTensorAs& operand) {
+  const at::Tensor& t = operand.tensor;
+  if (!t.defined()) return nullptr;
+  const std::optional<at::ScalarType> holder = npu::opslib::aten::float8HolderOf(operand.dtype);
+  TORCH_CHECK(holder.has_value() && *holder == t.scalar_type(), "AclTensorAs: a ", t.scalar_type(),
+              " tensor cannot be described as aclDataType ", static_cast<int>(operand.dtype));
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
+              "a device op input must be an npu tensor, got one on ", t.device());
+  const int64_t storage_elems = static_cast<int64_t>(t.storage().nbytes() / t.dtype().itemsize());
+  return aclCreateTensor(t.sizes().data(), t.dim(), operand.dtype, t.strides().data(), t.storage_offset(),
+                         ACL_FORMAT_ND, &storage_elems, 1, t.storage().mutable_data());
 }
 
 aclTensor* ConvertType(const at::Tensor& tensor) {

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "../src/Descriptors.h"
+#include "Float8Dtypes.h"
 #include "npu/format_layout.h"
 
 namespace npu::opslib::aten {
@@ -86,6 +87,7 @@ at::ScalarType toScalarType(aclDataType type) {
     case ACL_BOOL: return at::kBool;
     default: break;
   }
+  if (const auto holder = float8HolderOf(type)) return *holder;
   throw std::invalid_argument("unsupported data type " + std::to_string(static_cast<int>(type)));
 }
 

@@ -3,8 +3,8 @@
 // aclnnQuantMax / aclnnGroupedQuantMax (static quantization with the |x| maximum, per row group),
 // aclnnGroupedDynamicBlockQuantV2 (dynamic block quantization within row groups) and aclnnMoeInitRoutingQuantV2
 // (MoE token expansion by expert with static or dynamic int8 quantization). Float32 arithmetic; rounding half to
-// even (CAST_RINT) unless a round mode says otherwise; integer outputs saturate. The chip-only targets (float8,
-// hifloat8, float4) are refused.
+// even (CAST_RINT) unless a round mode says otherwise; integer outputs saturate. QuantMax also stores float8 and
+// hifloat8; the other ops refuse the chip formats (float8, hifloat8, float4).
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/amax.h>
@@ -70,7 +70,8 @@ std::vector<int64_t> groupEnds(const char* op, const at::Tensor& groupList, int6
 
 // rstd = 1 / sqrt(mean(x^2 over the last dimension) + epsilon); v = x * rstd * gamma (+ beta); y = rint(v / scale
 // (+ offset)) with divMode, rint(v * scale (+ offset)) without; int8, or int4 packed eight to an int32 when y is
-// int32. scale / offset hold one value or gamma's. rstdOut ([..., 1] float32) is written when outputRstd is set.
+// int32; a hifloat8 / float8 y takes v / scale (+ offset) in its own rounding. scale / offset hold one value or
+// gamma's. rstdOut ([..., 1] float32) is written when outputRstd is set.
 extern "C" NOP_API aclnnStatus aclnnRmsNormQuantV3GetWorkspaceSize(
     const aclTensor* x, const aclTensor* gamma, const aclTensor* scale, const aclTensor* offsetOptional,
     const aclTensor* betaOptional, double epsilon, bool divMode, bool outputRstd, aclTensor* yOut,
@@ -98,10 +99,16 @@ extern "C" NOP_API aclnnStatus aclnnRmsNormQuantV3GetWorkspaceSize(
       checkFloat(op, "beta", beta);
       TORCH_CHECK(beta.numel() == h, op, ": beta must have gamma's shape ", g.sizes(), ", got ", beta.sizes());
     }
-    TORCH_CHECK(y.scalar_type() == at::kChar || y.scalar_type() == at::kInt, op,
-                ": yOut must be int8, or int32 carrying eight int4 values each, got ", y.scalar_type());
-    const quant::IntGrid grid =
-        quant::packedGrid(op, y.scalar_type() == at::kInt ? quant::kAclInt32 : quant::kAclInt8, y, xt.sizes());
+    const int64_t floatTarget = quant::floatTargetOf(yOut);
+    quant::IntGrid grid;
+    if (floatTarget != 0) {
+      TORCH_CHECK(y.sizes().equals(xt.sizes()), op, ": yOut must have x's shape ", xt.sizes(), ", got ", y.sizes());
+    } else {
+      TORCH_CHECK(y.scalar_type() == at::kChar || y.scalar_type() == at::kInt, op,
+                  ": yOut must be int8, int32 carrying eight int4 values each, hifloat8 or float8, got ",
+                  y.scalar_type());
+      grid = quant::packedGrid(op, y.scalar_type() == at::kInt ? quant::kAclInt32 : quant::kAclInt8, y, xt.sizes());
+    }
     std::vector<int64_t> rstd_shape = xt.sizes().vec();
     rstd_shape.back() = 1;
     TORCH_CHECK(!outputRstd || (rstd.defined() && rstd.scalar_type() == at::kFloat &&
@@ -117,7 +124,11 @@ extern "C" NOP_API aclnnStatus aclnnRmsNormQuantV3GetWorkspaceSize(
                       const at::Tensor sc = s.to(at::kFloat).reshape({-1});
                       v = divMode ? v / sc : v * sc;
                       if (off.defined()) v = v + off.to(at::kFloat).reshape({-1});
-                      quant::store(y, at::round(v), grid);
+                      if (floatTarget != 0) {
+                        quant::storeFloat(y, v, floatTarget);  // the format's own rounding
+                      } else {
+                        quant::store(y, at::round(v), grid);
+                      }
                       if (outputRstd) rstd.copy_(r);
                     },
                     {y, rstd}};
@@ -180,6 +191,7 @@ namespace {
 struct QuantMaxArgs {
   at::Tensor x, scale, groups, y, amax;
   std::string mode;
+  int64_t dstType = quant::kAclInt8;
 };
 
 QuantMaxArgs checkQuantMax(const char* op, const aclTensor* x, const aclTensor* scale, const aclTensor* groupList,
@@ -193,11 +205,19 @@ QuantMaxArgs checkQuantMax(const char* op, const aclTensor* x, const aclTensor* 
   a.mode = roundMode == nullptr ? "rint" : roundMode;
   checkFloat(op, "x", a.x);
   TORCH_CHECK(a.x.dim() >= 1 && a.x.dim() <= 8, op, ": x must have 1 to 8 dimensions, got ", a.x.sizes());
-  checkInt8Target(op, dstType);
-  TORCH_CHECK(a.mode != "hybrid", op, ": roundMode 'hybrid' is for hifloat8, a chip number format the software NPU ",
-              "does not have");
+  TORCH_CHECK(dstType == quant::kAclInt8 || quant::isFloatTarget(dstType), op, ": dstType must be 2 (int8), 34 ",
+              "(hifloat8), 35 (float8_e5m2) or 36 (float8_e4m3fn), got ", dstType);
+  a.dstType = dstType;
+  TORCH_CHECK(a.mode != "hybrid", op, ": roundMode 'hybrid' (one of the chip's hifloat8 roundings) is not provided; ",
+              "use 'round' for hifloat8");
   TORCH_CHECK(quant::isRoundMode(a.mode), op, ": roundMode must be 'rint', 'round', 'floor', 'ceil' or 'trunc', got '",
               a.mode, "'");
+  if (dstType == quant::kAclHiFloat8) {
+    TORCH_CHECK(a.mode == "round", op, ": hifloat8 rounds half away from zero: roundMode must be 'round', got '",
+                a.mode, "'");
+  } else if (dstType != quant::kAclInt8) {
+    TORCH_CHECK(a.mode == "rint", op, ": float8 rounds to nearest even: roundMode must be 'rint', got '", a.mode, "'");
+  }
   const int64_t count = a.groups.defined() ? a.groups.numel() : 1;
   if (a.groups.defined()) {
     TORCH_CHECK(a.groups.scalar_type() == at::kLong || a.groups.scalar_type() == at::kInt, op,
@@ -208,8 +228,9 @@ QuantMaxArgs checkQuantMax(const char* op, const aclTensor* x, const aclTensor* 
   TORCH_CHECK(a.scale.scalar_type() == at::kFloat && a.scale.dim() == 1 && a.scale.size(0) == count, op,
               ": scale must be float32 [", count, "] (one value per group), got ", a.scale.scalar_type(), " ",
               a.scale.sizes());
-  TORCH_CHECK(a.y.scalar_type() == at::kChar && a.y.sizes().equals(a.x.sizes()), op, ": yOut must be int8 ",
-              a.x.sizes(), ", got ", a.y.scalar_type(), " ", a.y.sizes());
+  const at::ScalarType carrier = dstType == quant::kAclInt8 ? at::kChar : at::kByte;
+  TORCH_CHECK(a.y.scalar_type() == carrier && a.y.sizes().equals(a.x.sizes()), op, ": yOut must be ", carrier, " ",
+              a.x.sizes(), " for dstType ", dstType, ", got ", a.y.scalar_type(), " ", a.y.sizes());
   TORCH_CHECK(a.amax.scalar_type() == a.x.scalar_type() && a.amax.dim() == 1 && a.amax.size(0) == count, op,
               ": amaxOut must be ", a.x.scalar_type(), " [", count, "], got ", a.amax.scalar_type(), " ",
               a.amax.sizes());
@@ -231,19 +252,26 @@ void runQuantMax(const char* op, QuantMaxArgs a) {
     const int64_t len = ends[g] - start;
     if (len > 0) {
       const at::Tensor part = xf.narrow(0, start, len);
-      q.narrow(0, start, len).copy_(quant::roundBy(part * s[static_cast<int64_t>(g)], a.mode));
+      const at::Tensor scaled = part * s[static_cast<int64_t>(g)];
+      // Float targets round in their own conversion (storeFloat).
+      q.narrow(0, start, len).copy_(a.dstType == quant::kAclInt8 ? quant::roundBy(scaled, a.mode) : scaled);
       top.select(0, static_cast<int64_t>(g)).copy_(part.abs().max());
     }
     start = ends[g];
   }
-  quant::store(a.y, q, quant::int8Grid());
+  if (a.dstType == quant::kAclInt8) {
+    quant::store(a.y, q, quant::int8Grid());
+  } else {
+    quant::storeFloat(a.y, q, a.dstType);
+  }
   a.amax.copy_(top);
 }
 
 }  // namespace
 
-// y = round(x * scale) as int8 (roundMode: rint half to even, round half away from zero, floor, ceil, trunc), amax
-// = max |x| in x's dtype ([1]).
+// y = round(x * scale) as int8 (roundMode: rint half to even, round half away from zero, floor, ceil, trunc), or
+// x * scale as hifloat8 (roundMode 'round') or float8 e5m2 / e4m3fn (roundMode 'rint'), whose bytes a uint8 yOut
+// holds; amax = max |x| in x's dtype ([1]).
 extern "C" NOP_API aclnnStatus aclnnQuantMaxGetWorkspaceSize(const aclTensor* x, const aclTensor* scale,
                                                             char* roundMode, int64_t dstType, aclTensor* yOut,
                                                             aclTensor* amaxOut, uint64_t* workspaceSize,

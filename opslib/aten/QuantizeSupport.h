@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <npu/hifloat8.h>
+
 #include "QuantPacking.h"
 
 namespace npu::opslib::aten::quant {
@@ -39,6 +41,36 @@ constexpr int64_t kAclFloat4E1M2 = 41;
 inline bool isChipFormat(int64_t dstType) {
   return dstType == kAclHiFloat8 || dstType == kAclFloat8E5M2 || dstType == kAclFloat8E4M3 ||
          dstType == kAclFloat4E2M1 || dstType == kAclFloat4E1M2;
+}
+
+// The float targets a quantised output may take: float8 e5m2 / e4m3fn rounded to nearest even, as torch converts,
+// and hifloat8 rounded half away from zero (npu/hifloat8.h), whose codes a uint8 tensor holds. A float8 output may
+// be a float8 tensor or a uint8 one holding its bytes (the op's dstType then says which format).
+inline bool isFloatTarget(int64_t dstType) {
+  return dstType == kAclHiFloat8 || dstType == kAclFloat8E5M2 || dstType == kAclFloat8E4M3;
+}
+
+// The float target an output descriptor declares (ACL_HIFLOAT8 / ACL_FLOAT8_*), or 0 for any other dtype.
+inline int64_t floatTargetOf(const aclTensor* out) {
+  aclDataType type = ACL_DT_UNDEFINED;
+  if (out == nullptr || aclGetDataType(out, &type) != ACLNN_SUCCESS) return 0;
+  return isFloatTarget(type) ? static_cast<int64_t>(type) : 0;
+}
+
+// Values (any floating dtype) converted to the float target and written into `out`.
+inline void storeFloat(at::Tensor& out, const at::Tensor& values, int64_t dstType) {
+  if (dstType != kAclHiFloat8) {
+    const at::ScalarType f8 = dstType == kAclFloat8E5M2 ? at::ScalarType::Float8_e5m2 : at::ScalarType::Float8_e4m3fn;
+    const at::Tensor v = values.to(f8);
+    out.copy_((out.scalar_type() == at::kByte ? v.view(at::kByte) : v).reshape(out.sizes()));
+    return;
+  }
+  const at::Tensor v = values.to(at::kFloat).contiguous();
+  at::Tensor codes = at::empty(v.sizes(), v.options().dtype(at::kByte));
+  const float* src = v.const_data_ptr<float>();
+  uint8_t* dst = codes.mutable_data_ptr<uint8_t>();
+  for (int64_t i = 0; i < v.numel(); ++i) dst[i] = npu::hifloat8::FromFloat(src[i]);
+  out.copy_(codes.reshape(out.sizes()));
 }
 
 // How an output stores quantized values: their integer range, and how many int4 values one stored element

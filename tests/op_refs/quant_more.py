@@ -74,9 +74,10 @@ def kronecker_quant(x, p1, p2, clip_ratio=1.0):
 
 # --- npu_quant_max ----------------------------------------------------------------------------------------------
 
-def quant_max(x, scale, round_mode="rint", group_list=None):
+def quant_max(x, scale, round_mode="rint", group_list=None, convert=None):
     """y = round(x * scale[g]) as int8 for the rows (dim 0) of group g (group_list: cumulative row ends); amax[g] =
-    max |x| over the group in x's dtype (0 for an empty group). Without group_list (or with one group) one group."""
+    max |x| over the group in x's dtype (0 for an empty group). Without group_list (or with one group) one group.
+    With `convert` (a float target), y = convert(x * scale[g]) instead: the target's conversion rounds."""
     xf = x.to(F32)
     ends = [x.shape[0]] if group_list is None else [int(e) for e in group_list.tolist()]
     y = torch.zeros_like(xf)
@@ -85,10 +86,11 @@ def quant_max(x, scale, round_mode="rint", group_list=None):
     for g, end in enumerate(ends):
         if end > start:
             part = xf[start:end]
-            y[start:end] = round_by(part * scale.to(F32)[g], round_mode)
+            scaled = part * scale.to(F32)[g]
+            y[start:end] = scaled if convert is not None else round_by(scaled, round_mode)
             amax[g] = part.abs().max()
         start = end
-    return _int8(y), amax.to(x.dtype)
+    return (_int8(y) if convert is None else convert(y)), amax.to(x.dtype)
 
 
 # --- npu_grouped_dynamic_block_quant ----------------------------------------------------------------------------

@@ -58,6 +58,26 @@ inline void refuseChipFormat(const char* op, const char* arg, int64_t code) {
                     "float4) the software NPU does not have; use an integer target");
 }
 
+// The dtype of the tensor that holds a float target a dtype code names: float8_e5m2 / float8_e4m3fn (torch dtypes
+// or torch_npu codes) or torch_npu.hifloat8 (its codes in uint8); nullopt for any other code.
+inline std::optional<at::ScalarType> floatTargetHolder(int64_t code) {
+  if (code == dtype_codes::kHiFloat8Code) return at::kByte;
+  std::optional<at::ScalarType> type;
+  if (code >= kNpuDtypeOffset) {
+    type = dtype_codes::torchTypeOfNpuCode(code);
+  } else if (code >= 0 && code < static_cast<int64_t>(at::ScalarType::NumOptions)) {
+    type = static_cast<at::ScalarType>(code);
+  }
+  if (type == at::ScalarType::Float8_e5m2 || type == at::ScalarType::Float8_e4m3fn) return type;
+  return std::nullopt;
+}
+
+// How a device op's output descriptor declares a float target held in `y` (floatTargetHolder): float8 tensors
+// describe themselves, a uint8 tensor of hifloat8 codes is described as ACL_HIFLOAT8.
+inline aclDataType floatTargetAclType(const at::Tensor& y) {
+  return y.scalar_type() == at::kByte ? static_cast<aclDataType>(34) : toAclDataType(y.scalar_type());
+}
+
 // The integer target a dtype code names: int8 / qint8, uint8 / quint8, int32 / qint32, quint4x2 (int4), or
 // torch_npu's int8 / int32 / uint8 codes. Chip formats raise ValueError naming `arg`; any other code gives
 // nullopt, for the caller's own message listing what it accepts.

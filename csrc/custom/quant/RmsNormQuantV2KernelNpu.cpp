@@ -1,6 +1,6 @@
-// RmsNormQuantV2KernelNpu.cpp - npu_rms_norm_quant_v2: rms norm over the last dimension, then static int8 (or int4
-// packed eight to an int32) quantization dividing or multiplying by scale, with rstd when x requires grad, on
-// aclnnRmsNormQuantV3. Inference op: no gradient upstream.
+// RmsNormQuantV2KernelNpu.cpp - npu_rms_norm_quant_v2: rms norm over the last dimension, then static quantization
+// (int8, int4 packed eight to an int32, hifloat8 codes in uint8, float8) dividing or multiplying by scale, with rstd
+// when x requires grad, on aclnnRmsNormQuantV3. Inference op: no gradient upstream.
 #include <ATen/ops/empty.h>
 
 #include <tuple>
@@ -8,6 +8,7 @@
 
 #include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/quant/QuantizeUtils.h"
+#include "csrc/framework/AclTensorAs.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -39,7 +40,9 @@ std::tuple<at::Tensor, at::Tensor> rmsNormQuantV2Outputs(const at::Tensor& x, co
   TORCH_CHECK_VALUE(!present(beta) || beta->numel() == h, op, ": beta must have gamma's shape ", gamma.sizes(),
                     ", got ", present(beta) ? beta->sizes() : at::IntArrayRef());
   at::Tensor y;
-  if (quant::int8OrInt4(op, "dst_dtype", dst_dtype) == quant::Target::kInt4) {
+  if (const auto holder = dst_dtype.has_value() ? quant::floatTargetHolder(*dst_dtype) : std::nullopt) {
+    y = at::empty(x.sizes(), x.options().dtype(*holder));
+  } else if (quant::int8OrInt4(op, "dst_dtype", dst_dtype) == quant::Target::kInt4) {
     y = at::empty(quant::packedShape(op, "x", x.sizes(), 8), x.options().dtype(at::kInt));
   } else {
     y = at::empty(x.sizes(), x.options().dtype(at::kChar));
@@ -61,7 +64,12 @@ std::tuple<at::Tensor, at::Tensor> npu_rms_norm_quant_v2(const at::Tensor& x, co
                                                          bool div_mode, std::optional<int64_t> dst_dtype) {
   auto [y, rstd] = rmsNormQuantV2Outputs(x, gamma, scale, offset, beta, dst_dtype);
   const bool output_rstd = x.requires_grad();
-  EXEC_NPU_CMD(aclnnRmsNormQuantV3, x, gamma, scale, offset, beta, epsilon, div_mode, output_rstd, y, rstd);
+  if (y.scalar_type() == at::kByte) {  // hifloat8 codes
+    const AclTensorAs y_codes{y, quant::floatTargetAclType(y)};
+    EXEC_NPU_CMD(aclnnRmsNormQuantV3, x, gamma, scale, offset, beta, epsilon, div_mode, output_rstd, y_codes, rstd);
+  } else {
+    EXEC_NPU_CMD(aclnnRmsNormQuantV3, x, gamma, scale, offset, beta, epsilon, div_mode, output_rstd, y, rstd);
+  }
   return {y, rstd};
 }
 

@@ -1,0 +1,165 @@
+"""torch_npu.hifloat8 (codes held in uint8 tensors) against en_dtypes, the reference implementation upstream's tests
+use: npu_dtype_cast to and from hifloat8 for every code and for values at and beside every rounding boundary, on npu
+and meta, and npu_quant_max's float8 / hifloat8 targets against a CPU reference."""
+
+import en_dtypes
+import numpy as np
+import pytest
+import torch
+
+import torch_npu
+from op_refs import quant_more as ref
+
+HIF8 = en_dtypes.hifloat8
+FLOATS = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def hif8_codes(values):
+    """The reference codes (uint8) of a CPU float tensor."""
+    return torch.from_numpy(values.float().numpy().astype(HIF8).view(np.uint8).copy())
+
+
+def hif8_values(codes):
+    """The reference float32 values of uint8 codes."""
+    return torch.from_numpy(codes.numpy().view(HIF8).astype(np.float32))
+
+
+def boundary_values():
+    """Every finite magnitude, the midpoints between neighbours (ties), the floats just either side of them, the
+    overflow boundary, zeros, infinities and NaN, with both signs."""
+    magnitudes = hif8_values(torch.arange(128, dtype=torch.uint8))
+    finite = torch.unique(magnitudes[torch.isfinite(magnitudes)])
+    mids = (finite[1:] + finite[:-1]) / 2
+    edge = torch.tensor([finite.max() * 1.25, float("inf"), float("nan"), 1e30, 1e-30])
+    pos = torch.cat([finite, mids, torch.nextafter(mids, torch.zeros(())), torch.nextafter(mids, torch.tensor(1e38)),
+                     edge])
+    return torch.cat([pos, -pos])
+
+
+def test_decode_every_code():
+    codes = torch.arange(256, dtype=torch.uint8)
+    got = torch_npu.npu_dtype_cast(codes.npu(), torch.float32, torch_npu.hifloat8)
+    assert got.dtype == torch.float32 and got.device.type == "npu"
+    torch.testing.assert_close(got.cpu(), hif8_values(codes), equal_nan=True, rtol=0, atol=0)
+
+
+def test_encode_rounding_boundaries_ties_and_overflow():
+    values = boundary_values()
+    got = torch_npu.npu_dtype_cast(values.npu(), torch_npu.hifloat8)
+    assert got.dtype == torch.uint8 and got.shape == values.shape
+    assert torch.equal(got.cpu(), hif8_codes(values))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_encode_random_values_of_every_float_dtype(dtype):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(6, 333, generator=g) * torch.logspace(-8, 5, 333)).to(dtype)
+    got = torch_npu.npu_dtype_cast(x.npu(), torch_npu.hifloat8)
+    assert torch.equal(got.cpu(), hif8_codes(x))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_round_trip_and_decode_to_other_dtypes(dtype):
+    x = torch.linspace(-300, 300, 1001)
+    codes = torch_npu.npu_dtype_cast(x.npu(), torch_npu.hifloat8)
+    back = torch_npu.npu_dtype_cast(codes, dtype, torch_npu.hifloat8)
+    assert back.dtype == dtype
+    assert torch.equal(back.cpu(), hif8_values(hif8_codes(x)).to(dtype))
+    # The codes of decoded values are the codes themselves.
+    assert torch.equal(torch_npu.npu_dtype_cast(back, torch_npu.hifloat8).cpu(), codes.cpu())
+
+
+def test_meta_and_errors():
+    got = torch.ops.npu.npu_dtype_cast(torch.empty(3, 4, device="meta"), torch_npu.hifloat8)
+    assert got.shape == (3, 4) and got.dtype == torch.uint8
+    got = torch.ops.npu.npu_dtype_cast(torch.empty(5, dtype=torch.uint8, device="meta"), torch.float16,
+                                       torch_npu.hifloat8)
+    assert got.shape == (5,) and got.dtype == torch.float16
+    with pytest.raises(TypeError, match="hifloat8 takes a floating tensor"):
+        torch_npu.npu_dtype_cast(torch.arange(4).npu(), torch_npu.hifloat8)
+    with pytest.raises(TypeError, match="reads hifloat8 codes from a uint8 tensor"):
+        torch_npu.npu_dtype_cast(torch.ones(4).npu(), torch.float32, torch_npu.hifloat8)
+
+
+def test_encoded_tensor_has_no_gradient():
+    x = torch.randn(4, requires_grad=True)
+    codes = torch_npu.npu_dtype_cast(x.npu(), torch_npu.hifloat8)
+    assert not codes.requires_grad
+
+
+# --- npu_quant_max's float targets ------------------------------------------------------------------------------
+
+TARGETS = {
+    "float8_e5m2": (torch_npu.float8_e5m2, "rint", torch.float8_e5m2, lambda v: v.to(torch.float8_e5m2)),
+    "float8_e4m3fn": (torch_npu.float8_e4m3fn, "rint", torch.float8_e4m3fn, lambda v: v.to(torch.float8_e4m3fn)),
+    "hifloat8": (torch_npu.hifloat8, "round", torch.uint8, hif8_codes),
+}
+
+
+def as_bits(t):
+    return t.cpu().view(torch.uint8)
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_quant_max_float_targets(target, dtype):
+    code, mode, y_dtype, convert = TARGETS[target]
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(4, 16, 32, generator=g) * 20).to(dtype)
+    scale = torch.tensor([0.75])
+    expected, expected_amax = ref.quant_max(x, scale, convert=convert)
+    y, amax = torch_npu.npu_quant_max(x.npu(), scale.npu(), round_mode=mode, dst_dtype=code)
+    assert y.dtype == y_dtype and y.shape == x.shape
+    assert torch.equal(as_bits(y), as_bits(expected))
+    assert amax.dtype == dtype and torch.equal(amax.cpu(), expected_amax)
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_quant_max_grouped_float_targets(target):
+    code, mode, y_dtype, convert = TARGETS[target]
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(8, 64, generator=g, dtype=torch.float16) * 4
+    group_list = torch.tensor([2, 2, 5, 8])  # one empty group
+    scale = torch.tensor([0.5, 1.0, 2.0, 4.0])
+    expected, expected_amax = ref.quant_max(x, scale, group_list=group_list, convert=convert)
+    y, amax = torch_npu.npu_quant_max(x.npu(), scale.npu(), round_mode=mode, dst_dtype=code,
+                                      group_list=group_list.npu())
+    assert y.dtype == y_dtype and torch.equal(as_bits(y), as_bits(expected))
+    assert torch.equal(amax.cpu(), expected_amax)
+
+
+def test_quant_max_default_target_is_float8_e5m2_and_meta():
+    x = torch.randn(3, 8)
+    y, _ = torch_npu.npu_quant_max(x.npu(), torch.tensor([1.0]).npu())
+    assert y.dtype == torch.float8_e5m2 and torch.equal(as_bits(y), as_bits(x.to(torch.float8_e5m2)))
+    y, amax = torch.ops.npu.npu_quant_max(x.to("meta"), torch.empty(1, device="meta"), round_mode="round",
+                                          dst_dtype=torch_npu.hifloat8)
+    assert y.dtype == torch.uint8 and y.shape == (3, 8) and amax.shape == (1,)
+
+
+# --- npu_rms_norm_quant_v2's float targets ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("div_mode", [True, False])
+def test_rms_norm_quant_v2_float_targets(target, div_mode):
+    code, _, y_dtype, convert = TARGETS[target]
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(3, 4, 32, generator=g, dtype=torch.float16)
+    gamma = torch.randn(32, generator=g, dtype=torch.float16)
+    scale = torch.rand(32, generator=g, dtype=torch.float16) * 0.8 + 0.2
+    offset = torch.tensor([2.0], dtype=torch.float16)
+    beta = torch.randn(32, generator=g, dtype=torch.float16)
+    _, rstd_ref = ref.rms_norm_quant_v2(x, gamma, scale, offset, beta, 1e-6, div_mode)
+    # The unrounded quantiser input, converted by the target.
+    xf = x.float()
+    v = xf * rstd_ref * gamma.float() + beta.float()
+    v = (v / scale.float() if div_mode else v * scale.float()) + offset.float()
+    y, rstd = torch_npu.npu_rms_norm_quant_v2(x.npu().requires_grad_(), gamma.npu(), scale.npu(), offset=offset.npu(),
+                                              beta=beta.npu(), div_mode=div_mode, dst_dtype=code)
+    assert y.dtype == y_dtype and y.shape == x.shape
+    got = as_bits(y)
+    expected = as_bits(convert(v))
+    # float32 reassociation may move a value across a rounding boundary: allow one code of a few elements.
+    mismatch = (got != expected).float().mean().item()
+    assert mismatch <= 0.01, mismatch
+    torch.testing.assert_close(rstd.detach().cpu(), rstd_ref, rtol=1e-5, atol=1e-6)
