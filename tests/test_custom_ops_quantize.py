@@ -499,9 +499,9 @@ def test_rms_norm_quant_family_meta_device_ops_and_errors():
                                            "aclnnAddRmsNormDynamicQuantV2")]
     assert after == [b + 1 for b in before]
 
-    with pytest.raises(ValueError, match="dst_dtype selects hifloat8"):
+    with pytest.raises(ValueError, match="dst_dtype selects float4_e2m1"):  # hifloat8 / float8: test_hifloat8.py
         torch_npu.npu_rms_norm_quant(x, gamma, gamma, torch.ones(1).half().npu(),
-                                     torch.zeros(1, dtype=torch.int8).npu(), dst_dtype=256 + 34)
+                                     torch.zeros(1, dtype=torch.int8).npu(), dst_dtype=256 + 40)
     with pytest.raises(RuntimeError, match="scale and offset must hold one value each"):
         torch_npu.npu_rms_norm_quant(x, gamma, gamma, torch.ones(2).half().npu(),
                                      torch.zeros(2, dtype=torch.int8).npu())

@@ -1,6 +1,7 @@
 """torch_npu.hifloat8 (codes held in uint8 tensors) against en_dtypes, the reference implementation upstream's tests
 use: npu_dtype_cast to and from hifloat8 for every code and for values at and beside every rounding boundary, on npu
-and meta, and npu_quant_max's float8 / hifloat8 targets against a CPU reference."""
+and meta; and the float8 / hifloat8 targets of npu_quant_max, npu_rms_norm_quant(_v2) and npu_add_rms_norm_quant
+against CPU references."""
 
 import en_dtypes
 import numpy as np
@@ -163,3 +164,59 @@ def test_rms_norm_quant_v2_float_targets(target, div_mode):
     mismatch = (got != expected).float().mean().item()
     assert mismatch <= 0.01, mismatch
     torch.testing.assert_close(rstd.detach().cpu(), rstd_ref, rtol=1e-5, atol=1e-6)
+
+
+# --- npu_rms_norm_quant / npu_add_rms_norm_quant's float targets ------------------------------------------------
+
+MAXIMA = {"float8_e5m2": 57344.0, "float8_e4m3fn": 448.0, "hifloat8": 32768.0}
+
+
+def rms_norm_values(x, gamma, beta, eps=1e-6):
+    xf = x.float()
+    rstd = torch.reciprocal(torch.sqrt((xf * xf).mean(-1, keepdim=True) + eps))
+    v = xf * rstd * gamma.float()
+    return v + beta.float() if beta is not None else v
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_rms_norm_quant_float_targets_saturate(target):
+    code, _, y_dtype, convert = TARGETS[target]
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(4, 32, generator=g, dtype=torch.float16)
+    gamma = torch.randn(32, generator=g, dtype=torch.float16)
+    beta = torch.randn(32, generator=g, dtype=torch.float16)
+    scale = torch.tensor([0.002], dtype=torch.float16)  # pushes the largest values past float8_e4m3fn's range
+    offset = torch.tensor([3], dtype=torch.int8)
+    y = torch_npu.npu_rms_norm_quant(x.npu(), gamma.npu(), beta.npu(), scale.npu(), offset.npu(), dst_dtype=code)
+    assert y.dtype == y_dtype and y.shape == x.shape
+    top = MAXIMA[target]
+    v = (rms_norm_values(x, gamma, beta) / scale.float() + 3.0).clamp(-top, top)
+    mismatch = (as_bits(y) != as_bits(convert(v))).float().mean().item()
+    assert mismatch <= 0.01, mismatch
+    if target == "float8_e4m3fn":
+        assert (y.cpu().float().abs() == 448).any()  # saturated, not NaN
+    if target != "hifloat8":  # (hifloat8's codes are uint8)
+        assert not y.cpu().float().isnan().any()
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_add_rms_norm_quant_float_targets(target):
+    code, _, y_dtype, convert = TARGETS[target]
+    g = torch.Generator().manual_seed(9)
+    x1 = torch.randn(3, 64, generator=g, dtype=torch.bfloat16)
+    x2 = torch.randn(3, 64, generator=g, dtype=torch.bfloat16)
+    gamma = torch.randn(64, generator=g, dtype=torch.bfloat16)
+    s1 = torch.rand(64, generator=g, dtype=torch.bfloat16) + 0.1
+    s2 = torch.rand(64, generator=g, dtype=torch.bfloat16) + 0.1
+    y1, y2, x = torch_npu.npu_add_rms_norm_quant(x1.npu(), x2.npu(), gamma.npu(), s1.npu(), None, scales2=s2.npu(),
+                                                 dst_type=code)
+    assert y1.dtype == y_dtype and y2.dtype == y_dtype
+    total = (x1.float() + x2.float()).to(torch.bfloat16)
+    assert torch.equal(x.cpu(), total)
+    v = rms_norm_values(total, gamma, None)
+    for y, s in ((y1, s1), (y2, s2)):
+        expected = convert((v / s.float()).clamp(-MAXIMA[target], MAXIMA[target]))
+        assert (as_bits(y) != as_bits(expected)).float().mean().item() <= 0.01
+    y1, _, _ = torch.ops.npu.npu_add_rms_norm_quant(x1.to("meta"), x2.to("meta"), gamma.to("meta"), s1.to("meta"),
+                                                    None, dst_type=code)
+    assert y1.dtype == y_dtype

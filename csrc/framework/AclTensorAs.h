@@ -13,7 +13,7 @@ struct AclTensorAs {
 };
 
 // EXEC_NPU_CMD finds this by argument-dependent lookup. The tensor's dtype must hold the format (uint8 for
-// hifloat8).
+// hifloat8) or be the format itself (a plain descriptor).
 aclTensor* ConvertType(const AclTensorAs& operand);
 
 }  // namespace at_npu::native

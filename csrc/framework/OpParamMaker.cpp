@@ -25,8 +25,9 @@ aclTensor* ConvertType(const AclTensorAs& operand) {
   const at::Tensor& t = operand.tensor;
   if (!t.defined()) return nullptr;
   const std::optional<at::ScalarType> holder = npu::opslib::aten::float8HolderOf(operand.dtype);
-  TORCH_CHECK(holder.has_value() && *holder == t.scalar_type(), "AclTensorAs: a ", t.scalar_type(),
-              " tensor cannot be described as aclDataType ", static_cast<int>(operand.dtype));
+  TORCH_CHECK((holder.has_value() && *holder == t.scalar_type()) || operand.dtype == toAclDataType(t.scalar_type()),
+              "AclTensorAs: a ", t.scalar_type(), " tensor cannot be described as aclDataType ",
+              static_cast<int>(operand.dtype));
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
               "a device op input must be an npu tensor, got one on ", t.device());
   const int64_t storage_elems = static_cast<int64_t>(t.storage().nbytes() / t.dtype().itemsize());

@@ -344,8 +344,9 @@ quant::IntGrid int8OrPackedGrid(const char* op, const char* what, const at::Tens
 }  // namespace
 
 // y = rint(fp16((x / rms(x)) * gamma + beta) * (1 / scale) + offset)): the kernel holds the value in float16 before
-// the final cast (so it is rounded there first); int8, or int4 packed eight to an int32 when y is int32. scale and
-// offset hold one value.
+// the final cast (so it is rounded there first); int8, or int4 packed eight to an int32 when y is int32. A hifloat8
+// / float8 y takes v / scale + offset in float32, saturated to the format's largest value, in the format's rounding.
+// scale and offset hold one value.
 extern "C" NOP_API aclnnStatus aclnnRmsNormQuantGetWorkspaceSize(const aclTensor* x, const aclTensor* gamma,
                                                                 const aclTensor* beta, const aclTensor* scale,
                                                                 const aclTensor* offset, double epsilon, aclTensor* y,
@@ -364,9 +365,21 @@ extern "C" NOP_API aclnnStatus aclnnRmsNormQuantGetWorkspaceSize(const aclTensor
                 s.sizes(), " and ", off.sizes());
     TORCH_CHECK(off.scalar_type() == at::kChar || off.scalar_type() == at::kInt || quant::isFloat(off), op,
                 ": offset must be int8, int32 or a float type, got ", off.scalar_type());
-    const quant::IntGrid grid = int8OrPackedGrid(op, "y", out, xt.sizes());
+    const int64_t floatTarget = quant::floatTargetOf(y);
+    quant::IntGrid grid;
+    if (floatTarget != 0) {
+      TORCH_CHECK(out.sizes().equals(xt.sizes()), op, ": y must have x's shape ", xt.sizes(), ", got ", out.sizes());
+    } else {
+      grid = int8OrPackedGrid(op, "y", out, xt.sizes());
+    }
     return Prepared{{xt, g, b, s, off}, [=]() mutable {
                       const at::Tensor v = rmsNormed(xt.to(at::kFloat), g, dims, epsilon) + normParam(b, xt, dims);
+                      if (floatTarget != 0) {
+                        const double top = quant::floatTargetMax(floatTarget);
+                        const at::Tensor q = v / s.to(at::kFloat).reshape({}) + off.to(at::kFloat).reshape({});
+                        quant::storeFloat(out, at::clamp(q, -top, top), floatTarget);
+                        return;
+                      }
                       const at::Tensor inv = at::reciprocal(s.to(at::kFloat).reshape({}));
                       const at::Tensor q = (v * inv + off.to(at::kFloat).reshape({})).to(at::kHalf).to(at::kFloat);
                       quant::store(out, at::round(q), grid);
@@ -378,7 +391,8 @@ NPU_ATEN_OP(RmsNormQuant, "x, gamma, beta, scale, offset, epsilon, y");
 
 // x = x1 + x2 (xOut, in x1's dtype; the norm reads this rounded sum), n = x / rms(x) * gamma (rmsNormOut, when
 // given), y = n + beta; y1 = rint(y / scales1 + zeroPoints1) (y * scales1 without divMode) as int8, y2 likewise
-// with scales2 (zeros without it). axis is -1 upstream and otherwise ignored.
+// with scales2 (zeros without it); hifloat8 / float8 outputs take the unrounded values, saturated to the format's
+// largest value, in the format's rounding. axis is -1 upstream and otherwise ignored.
 extern "C" NOP_API aclnnStatus aclnnAddRmsNormQuantV2GetWorkspaceSize(
     const aclTensor* x1, const aclTensor* x2, const aclTensor* gamma, const aclTensor* scales1,
     const aclTensor* scales2Optional, const aclTensor* zeroPoints1Optional, const aclTensor* zeroPoints2Optional,
@@ -405,9 +419,12 @@ extern "C" NOP_API aclnnStatus aclnnAddRmsNormQuantV2GetWorkspaceSize(
                   "got ", p.scalar_type());
     }
     TORCH_CHECK(!z2.defined() || s2.defined(), op, ": zeroPoints2 needs scales2");
+    const int64_t floatTarget = quant::floatTargetOf(y1Out);
+    TORCH_CHECK(quant::floatTargetOf(y2Out) == floatTarget, op, ": y1Out and y2Out must hold one format");
     for (const at::Tensor& yi : {y1, y2}) {
-      TORCH_CHECK(yi.scalar_type() == at::kChar && yi.sizes().equals(a.sizes()), op, ": y1Out / y2Out must be int8 ",
-                  a.sizes(), ", got ", yi.scalar_type(), " ", yi.sizes());
+      TORCH_CHECK((floatTarget != 0 || yi.scalar_type() == at::kChar) && yi.sizes().equals(a.sizes()), op,
+                  ": y1Out / y2Out must be int8 (or hifloat8 / float8) ", a.sizes(), ", got ", yi.scalar_type(), " ",
+                  yi.sizes());
     }
     TORCH_CHECK(sum.scalar_type() == a.scalar_type() && sum.sizes().equals(a.sizes()), op, ": xOut must be like x1");
     TORCH_CHECK(!normed.defined() || normed.sizes().equals(a.sizes()), op, ": rmsNormOut must have x1's shape");
@@ -421,7 +438,12 @@ extern "C" NOP_API aclnnStatus aclnnAddRmsNormQuantV2GetWorkspaceSize(
                         const at::Tensor sc = normParam(scales, xf, dims);
                         at::Tensor q = divMode ? v / sc : v * sc;
                         if (zero_points.defined()) q = q + normParam(zero_points, xf, dims);
-                        quant::store(out, at::round(q), quant::int8Grid());
+                        if (floatTarget != 0) {
+                          const double top = quant::floatTargetMax(floatTarget);
+                          quant::storeFloat(out, at::clamp(q, -top, top), floatTarget);
+                        } else {
+                          quant::store(out, at::round(q), quant::int8Grid());
+                        }
                       };
                       quantize(y1, s1, z1);
                       if (s2.defined()) {

@@ -57,6 +57,12 @@ inline int64_t floatTargetOf(const aclTensor* out) {
   return isFloatTarget(type) ? static_cast<int64_t>(type) : 0;
 }
 
+// The largest finite value of a float target: the quantisers that saturate clamp to it before converting.
+inline double floatTargetMax(int64_t dstType) {
+  if (dstType == kAclHiFloat8) return npu::hifloat8::kMax;
+  return dstType == kAclFloat8E5M2 ? 57344.0 : 448.0;
+}
+
 // Values (any floating dtype) converted to the float target and written into `out`.
 inline void storeFloat(at::Tensor& out, const at::Tensor& values, int64_t dstType) {
   if (dstType != kAclHiFloat8) {

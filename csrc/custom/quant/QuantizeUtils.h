@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "csrc/custom/NpuDtypeCodes.h"
+#include "csrc/framework/AclTensorAs.h"
 #include "csrc/framework/OpParamMaker.h"
 
 namespace at_npu::native::quant {
@@ -72,10 +73,10 @@ inline std::optional<at::ScalarType> floatTargetHolder(int64_t code) {
   return std::nullopt;
 }
 
-// How a device op's output descriptor declares a float target held in `y` (floatTargetHolder): float8 tensors
-// describe themselves, a uint8 tensor of hifloat8 codes is described as ACL_HIFLOAT8.
-inline aclDataType floatTargetAclType(const at::Tensor& y) {
-  return y.scalar_type() == at::kByte ? static_cast<aclDataType>(34) : toAclDataType(y.scalar_type());
+// A quantised output as its device op reads it: a uint8 tensor holds hifloat8 codes (ACL_HIFLOAT8, from a
+// floatTargetHolder dtype); every other output (int8, int32, float8) describes itself.
+inline AclTensorAs quantizedOutput(const at::Tensor& y) {
+  return {y, y.scalar_type() == at::kByte ? static_cast<aclDataType>(34) : toAclDataType(y.scalar_type())};
 }
 
 // The integer target a dtype code names: int8 / qint8, uint8 / quint8, int32 / qint32, quint4x2 (int4), or

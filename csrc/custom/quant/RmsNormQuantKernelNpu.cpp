@@ -1,6 +1,6 @@
 // RmsNormQuantKernelNpu.cpp - rms norm with the quantization of its output fused in: npu_rms_norm_quant (static,
-// int8 or int4, on aclnnRmsNormQuant), npu_add_rms_norm_quant (residual add, two static int8 outputs, on
-// aclnnAddRmsNormQuantV2) and npu_add_rms_norm_dynamic_quant (residual add, one or two dynamic int8 / int4
+// int8, int4, hifloat8 or float8, on aclnnRmsNormQuant), npu_add_rms_norm_quant (residual add, two static int8 /
+// hifloat8 / float8 outputs, on aclnnAddRmsNormQuantV2) and npu_add_rms_norm_dynamic_quant (residual add, one or two dynamic int8 / int4
 // outputs with smoothing, on aclnnAddRmsNormDynamicQuantV2). Inference ops: no gradient upstream.
 #include <ATen/ops/empty.h>
 
@@ -19,18 +19,25 @@ struct QuantizedLayout {
   at::ScalarType type = at::kChar;
 };
 
-// int8 y of x's shape, or int4 packed eight to an int32 (torch.quint4x2).
-QuantizedLayout quantizedLayout(const char* op, const char* arg, const at::Tensor& x, std::optional<int64_t> dst) {
+// int8 y of x's shape, or int4 packed eight to an int32 (torch.quint4x2); with `floats`, also hifloat8 (codes in
+// uint8) or float8 of x's shape.
+QuantizedLayout quantizedLayout(const char* op, const char* arg, const at::Tensor& x, std::optional<int64_t> dst,
+                                bool floats = false) {
+  if (floats && dst.has_value()) {
+    if (const auto holder = quant::floatTargetHolder(*dst)) return {x.sizes().vec(), *holder};
+  }
   if (quant::int8OrInt4(op, arg, dst) == quant::Target::kInt4) {
     return {quant::packedShape(op, "x", x.sizes(), 8), at::kInt};
   }
   return {x.sizes().vec(), at::kChar};
 }
 
-at::Tensor quantizedLike(const char* op, const char* arg, const at::Tensor& x, std::optional<int64_t> dst) {
-  const QuantizedLayout layout = quantizedLayout(op, arg, x, dst);
+at::Tensor quantizedLike(const char* op, const char* arg, const at::Tensor& x, std::optional<int64_t> dst,
+                         bool floats = false) {
+  const QuantizedLayout layout = quantizedLayout(op, arg, x, dst, floats);
   return at::empty(layout.shape, x.options().dtype(layout.type));
 }
+
 
 void checkAddInputs(const char* op, const at::Tensor& x1, const at::Tensor& x2) {
   quant::checkFloatInput(op, "x1", x1);
@@ -47,8 +54,9 @@ at::Tensor npu_rms_norm_quant(const at::Tensor& x, const at::Tensor& gamma, cons
                               const at::Tensor& scale, const at::Tensor& offset, double epsilon,
                               std::optional<int64_t> dst_dtype) {
   quant::checkFloatInput("npu_rms_norm_quant", "x", x);
-  at::Tensor y = quantizedLike("npu_rms_norm_quant", "dst_dtype", x, dst_dtype);
-  EXEC_NPU_CMD(aclnnRmsNormQuant, x, gamma, beta, scale, offset, epsilon, y);
+  at::Tensor y = quantizedLike("npu_rms_norm_quant", "dst_dtype", x, dst_dtype, /*floats=*/true);
+  const AclTensorAs y_out = quant::quantizedOutput(y);
+  EXEC_NPU_CMD(aclnnRmsNormQuant, x, gamma, beta, scale, offset, epsilon, y_out);
   return y;
 }
 
@@ -56,7 +64,7 @@ at::Tensor npu_rms_norm_quant_meta(const at::Tensor& x, const at::Tensor& gamma,
                                    const at::Tensor& scale, const at::Tensor& offset, double epsilon,
                                    std::optional<int64_t> dst_dtype) {
   quant::checkFloatInput("npu_rms_norm_quant", "x", x);
-  return quantizedLike("npu_rms_norm_quant", "dst_dtype", x, dst_dtype);
+  return quantizedLike("npu_rms_norm_quant", "dst_dtype", x, dst_dtype, /*floats=*/true);
 }
 
 // --- npu_add_rms_norm_quant ------------------------------------------------------------------------------------
@@ -68,9 +76,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addRmsNormQuantOutputs(const at::
   const char* op = "npu_add_rms_norm_quant";
   checkAddInputs(op, x1, x2);
   TORCH_CHECK_VALUE(axis == -1, op, ": axis must be -1 (the only one torch_npu supports), got ", axis);
-  TORCH_CHECK_VALUE(!dst_type.has_value() || quant::targetOf(op, "dst_type", *dst_type) == quant::Target::kInt8, op,
-                    ": dst_type must be torch.int8, got ", dst_type.value_or(0));
-  return {at::empty(x1.sizes(), x1.options().dtype(at::kChar)), at::empty(x1.sizes(), x1.options().dtype(at::kChar)),
+  std::optional<at::ScalarType> holder = dst_type.has_value() ? quant::floatTargetHolder(*dst_type) : std::nullopt;
+  TORCH_CHECK_VALUE(holder.has_value() || !dst_type.has_value() ||
+                        quant::targetOf(op, "dst_type", *dst_type) == quant::Target::kInt8,
+                    op, ": dst_type must be torch.int8, torch_npu.hifloat8, torch_npu.float8_e5m2 or ",
+                    "torch_npu.float8_e4m3fn, got ", dst_type.value_or(0));
+  const at::ScalarType y_type = holder.value_or(at::kChar);
+  return {at::empty(x1.sizes(), x1.options().dtype(y_type)), at::empty(x1.sizes(), x1.options().dtype(y_type)),
           at::empty(x1.sizes(), x1.options())};
 }
 
@@ -83,8 +95,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_add_rms_norm_quant(
     double epsilon, bool div_mode, std::optional<int64_t> dst_type) {
   auto [y1, y2, x] = addRmsNormQuantOutputs(x1, x2, axis, dst_type);
   const at::Tensor rms_norm_out;  // the device op's optional fourth output: not returned by torch_npu
+  const AclTensorAs y1_out = quant::quantizedOutput(y1), y2_out = quant::quantizedOutput(y2);
   EXEC_NPU_CMD(aclnnAddRmsNormQuantV2, x1, x2, gamma, scales1, scales2, zero_points1, zero_points2, beta, axis,
-               epsilon, div_mode, y1, y2, x, rms_norm_out);
+               epsilon, div_mode, y1_out, y2_out, x, rms_norm_out);
   return {y1, y2, x};
 }
 

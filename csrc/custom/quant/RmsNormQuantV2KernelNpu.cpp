@@ -8,7 +8,6 @@
 
 #include "csrc/custom/NpuCustomFunctions.h"
 #include "csrc/custom/quant/QuantizeUtils.h"
-#include "csrc/framework/AclTensorAs.h"
 #include "csrc/framework/OpCommand.h"
 
 namespace at_npu::native {
@@ -64,12 +63,8 @@ std::tuple<at::Tensor, at::Tensor> npu_rms_norm_quant_v2(const at::Tensor& x, co
                                                          bool div_mode, std::optional<int64_t> dst_dtype) {
   auto [y, rstd] = rmsNormQuantV2Outputs(x, gamma, scale, offset, beta, dst_dtype);
   const bool output_rstd = x.requires_grad();
-  if (y.scalar_type() == at::kByte) {  // hifloat8 codes
-    const AclTensorAs y_codes{y, quant::floatTargetAclType(y)};
-    EXEC_NPU_CMD(aclnnRmsNormQuantV3, x, gamma, scale, offset, beta, epsilon, div_mode, output_rstd, y_codes, rstd);
-  } else {
-    EXEC_NPU_CMD(aclnnRmsNormQuantV3, x, gamma, scale, offset, beta, epsilon, div_mode, output_rstd, y, rstd);
-  }
+  const AclTensorAs y_out = quant::quantizedOutput(y);
+  EXEC_NPU_CMD(aclnnRmsNormQuantV3, x, gamma, scale, offset, beta, epsilon, div_mode, output_rstd, y_out, rstd);
   return {y, rstd};
 }
 
