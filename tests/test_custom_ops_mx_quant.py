@@ -302,3 +302,60 @@ def test_add_rms_norm_dynamic_mx_quant_and_rstd_only_with_grad():
         torch_npu.npu_add_rms_norm_dynamic_mx_quant(x1.npu().requires_grad_(), x2.npu(), gamma.npu())
     with pytest.raises(ValueError, match="gamma must hold"):
         torch_npu.npu_rms_norm_dynamic_mx_quant(x1.npu(), torch.ones(8).npu())
+
+
+# --- npu_dynamic_mx_quant_with_dual_axis / npu_dynamic_dual_level_mx_quant ------------------------------------------
+
+@pytest.mark.parametrize("name", ["float8_e5m2", "float4_e2m1"])
+def test_dynamic_mx_quant_with_dual_axis(name):
+    x = wide_values((2, 40, 64), seed=14, dtype=torch.float16)
+    before = device_op_count("aclnnDynamicMxQuantWithDualAxisV2")
+    y1, s1, y2, s2 = torch_npu.npu_dynamic_mx_quant_with_dual_axis(x.npu(), dst_type=code(name))
+    assert device_op_count("aclnnDynamicMxQuantWithDualAxisV2") == before + 1
+    assert s1.shape == (2, 40, 1, 2) and s2.shape == (2, 1, 64, 2)
+    check_mx(y1, s1, x, name, axis=-1)
+    check_mx(y2, s2, x, name, axis=-2)
+    meta = torch.ops.npu.npu_dynamic_mx_quant_with_dual_axis(x.to("meta"), dst_type=torch_npu.float8_e4m3fn,
+                                                             scale_alg=1, dst_type_max=None)
+    assert [t.shape for t in meta] == [(2, 40, 64), (2, 40, 1, 2), (2, 40, 64), (2, 1, 64, 2)]
+
+
+def dual_level_reference(x, mode):
+    xf = x.float()
+    n = xf.shape[-1]
+    blocks = -(-n // 512)
+    padded = torch.nn.functional.pad(xf, (0, blocks * 512 - n)).reshape(*xf.shape[:-1], blocks, 512)
+    level0 = padded.abs().amax(-1, keepdim=True) / 6.0
+    t = torch.where(level0 == 0, torch.zeros_like(padded), padded / level0)
+    held = t.reshape(*xf.shape[:-1], blocks * 512)[..., :n].to(x.dtype)
+    codes, level1 = ref.dynamic_mx_quant(held, "float4_e2m1", mode=mode)
+    return codes, level0.squeeze(-1), level1
+
+
+@pytest.mark.parametrize("mode", ["rint", "round", "floor"])
+def test_dynamic_dual_level_mx_quant(mode):
+    x = wide_values((3, 1100), seed=15, dtype=torch.bfloat16)
+    x[1, 512:1024] = 0  # a zero level-0 block
+    before = device_op_count("aclnnDynamicDualLevelMxQuant")
+    y, level0, level1 = torch_npu.npu_dynamic_dual_level_mx_quant(x.npu(), round_mode=mode)
+    assert device_op_count("aclnnDynamicDualLevelMxQuant") == before + 1
+    assert y.shape == (3, 550) and level0.shape == (3, 3) and level1.shape == (3, 18, 2)
+    codes, e0, e1 = dual_level_reference(x, mode)
+    torch.testing.assert_close(level0.cpu(), e0, rtol=0, atol=0)
+    assert torch.equal(ref.element_codes(y, "float4_e2m1"), codes)
+    assert torch.equal(level1.cpu(), e1)
+
+
+def test_dynamic_dual_level_mx_quant_upstream_example_meta_and_errors():
+    y, level0, level1 = torch_npu.npu_dynamic_dual_level_mx_quant(torch.full((1, 512), 8.0, dtype=torch.bfloat16).npu())
+    # 8 / (8 / 6) = 6 in bfloat16: float4_e2m1's largest value (code 7) at scale 2^0 (e8m0 code 127).
+    assert (y.cpu() == 0x77).all() and level0.cpu().item() == pytest.approx(8.0 / 6.0)
+    assert (level1.cpu() == 127).all()
+    y, level0, level1 = torch.ops.npu.npu_dynamic_dual_level_mx_quant(torch.empty(2, 64, dtype=torch.float16,
+                                                                                  device="meta"))
+    assert y.shape == (2, 32) and level0.shape == (2, 1) and level1.shape == (2, 1, 2)
+    with pytest.raises(ValueError, match="smooth_scale is not supported"):
+        torch_npu.npu_dynamic_dual_level_mx_quant(torch.ones(2, 64, dtype=torch.float16).npu(),
+                                                  smooth_scale=torch.ones(64, dtype=torch.float16).npu())
+    with pytest.raises(TypeError, match="float16 or bfloat16"):
+        torch_npu.npu_dynamic_dual_level_mx_quant(torch.ones(2, 64).npu())

@@ -1,8 +1,10 @@
 // MxQuantKernelNpu.cpp - MX (microscaling) quantisation: npu_dynamic_mx_quant (blocks along an axis, on
 // aclnnDynamicMxQuantV2), npu_grouped_dynamic_mx_quant (row blocks restarting at each group, on
 // aclnnGroupedDynamicMxQuantV2), npu_dynamic_block_mx_quant (32 x 32 blocks, on aclnnDynamicBlockMxQuant) and
-// npu_anti_mx_quant (dequantisation, on aclnnAntiMxQuant), and rms norm with MX output: npu_rms_norm_dynamic_mx_quant
-// and npu_add_rms_norm_dynamic_mx_quant (on aclnn(Add)RmsNormDynamicMxQuant). As upstream, float8 elements come as float8 tensors,
+// npu_anti_mx_quant (dequantisation, on aclnnAntiMxQuant), rms norm with MX output: npu_rms_norm_dynamic_mx_quant
+// and npu_add_rms_norm_dynamic_mx_quant (on aclnn(Add)RmsNormDynamicMxQuant), npu_dynamic_mx_quant_with_dual_axis
+// (on aclnnDynamicMxQuantWithDualAxisV2) and npu_dynamic_dual_level_mx_quant (on aclnnDynamicDualLevelMxQuant). As
+// upstream, float8 elements come as float8 tensors,
 // float4 ones two to a uint8 (the even element in the low nibble), and e8m0 block scales as uint8 codes paired
 // along the blocked axis. Inference ops: no gradient upstream.
 #include <ATen/ops/empty.h>
@@ -388,6 +390,88 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_add_rms_norm_dyna
     double epsilon, int64_t scale_alg, c10::string_view round_mode, int64_t dst_type) {
   MxNorm out = addMxNormOutputs(x1, x2, gamma, scale_alg, round_mode, dst_type);
   return {out.y, at::empty(x1.sizes(), x1.options()), out.mxscale, out.rstd};
+}
+
+// --- npu_dynamic_mx_quant_with_dual_axis ----------------------------------------------------------------------
+
+namespace {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, aclDataType> dualAxisOutputs(
+    const at::Tensor& input, c10::string_view round_mode, int64_t dst_type, int64_t scale_alg, double dst_type_max) {
+  const char* op = "npu_dynamic_mx_quant_with_dual_axis";
+  checkHalfInput(op, input);
+  TORCH_CHECK_VALUE(input.dim() >= 2 && input.dim() <= 7, op, ": input must have 2 to 7 dimensions, got ",
+                    input.sizes());
+  checkRoundMode(op, round_mode);
+  const aclDataType type = mxElementType(op, "dst_type", dst_type);
+  checkScaleAlg(op, type, scale_alg, dst_type_max);
+  const int64_t d = input.dim();
+  return {mxElements(op, input, type), pairedScales(input, input.sizes(), d - 1, 32), mxElements(op, input, type),
+          pairedScales(input, input.sizes(), d - 2, 32), type};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_dynamic_mx_quant_with_dual_axis(
+    const at::Tensor& input, c10::string_view round_mode, int64_t dst_type, int64_t scale_alg,
+    std::optional<double> dst_type_max) {
+  const double top = dst_type_max.value_or(0.0);
+  auto [y1, s1, y2, s2, type] = dualAxisOutputs(input, round_mode, dst_type, scale_alg, top);
+  const std::string mode(round_mode);
+  const int64_t dst_code = type;
+  const AclTensorAs y1_out{y1, type}, s1_out{s1, acl::kAclFloat8E8M0}, y2_out{y2, type},
+      s2_out{s2, acl::kAclFloat8E8M0};
+  EXEC_NPU_CMD(aclnnDynamicMxQuantWithDualAxisV2, input, mode, dst_code, scale_alg, top, y1_out, s1_out, y2_out,
+               s2_out);
+  return {y1, s1, y2, s2};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> npu_dynamic_mx_quant_with_dual_axis_meta(
+    const at::Tensor& input, c10::string_view round_mode, int64_t dst_type, int64_t scale_alg,
+    std::optional<double> dst_type_max) {
+  auto [y1, s1, y2, s2, type] = dualAxisOutputs(input, round_mode, dst_type, scale_alg, dst_type_max.value_or(0.0));
+  return {y1, s1, y2, s2};
+}
+
+// --- npu_dynamic_dual_level_mx_quant ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kLevel0Block = 512;
+constexpr int64_t kLevel1Block = 32;
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> dualLevelOutputs(const at::Tensor& input,
+                                                                const std::optional<at::Tensor>& smooth_scale,
+                                                                c10::string_view round_mode) {
+  const char* op = "npu_dynamic_dual_level_mx_quant";
+  TORCH_CHECK_TYPE(input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16, op,
+                   ": input must be float16 or bfloat16, got ", input.scalar_type());
+  TORCH_CHECK_VALUE(input.dim() >= 1 && input.dim() <= 7, op, ": input must have 1 to 7 dimensions, got ",
+                    input.sizes());
+  TORCH_CHECK_VALUE(!smooth_scale.has_value() || !smooth_scale->defined(), op,
+                    ": smooth_scale is not supported (upstream takes only None); pass None");
+  checkRoundMode(op, round_mode);
+  std::vector<int64_t> level0 = input.sizes().vec();
+  level0.back() = (level0.back() + kLevel0Block - 1) / kLevel0Block;
+  return {mxElements(op, input, acl::kAclFloat4E2M1), at::empty(level0, input.options().dtype(at::kFloat)),
+          pairedScales(input, input.sizes(), input.dim() - 1, kLevel1Block)};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_dynamic_dual_level_mx_quant(
+    const at::Tensor& input, const std::optional<at::Tensor>& smooth_scale, c10::string_view round_mode) {
+  auto [y, level0, level1] = dualLevelOutputs(input, smooth_scale, round_mode);
+  const std::string mode(round_mode);
+  const AclTensorAs y_out{y, acl::kAclFloat4E2M1}, level1_out{level1, acl::kAclFloat8E8M0};
+  EXEC_NPU_CMD(aclnnDynamicDualLevelMxQuant, input, smooth_scale, mode, kLevel0Block, kLevel1Block, y_out, level0,
+               level1_out);
+  return {y, level0, level1};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> npu_dynamic_dual_level_mx_quant_meta(
+    const at::Tensor& input, const std::optional<at::Tensor>& smooth_scale, c10::string_view round_mode) {
+  return dualLevelOutputs(input, smooth_scale, round_mode);
 }
 
 }  // namespace at_npu::native
