@@ -53,9 +53,11 @@ MxNormArgs checkMxNorm(const char* op, const at::Tensor& x, const aclTensor* gam
   return a;
 }
 
-// rstd = 1 / sqrt(mean(x^2) + eps) over the last dimension; y = MX(x * rstd * gamma (+ beta)).
+// rstd = 1 / sqrt(mean(x^2) + eps) over the last dimension, rounded once to float32 (as the kernel's rsqrt: 1000
+// exactly for a zero row and eps 1e-6); y = MX(x * rstd * gamma (+ beta)).
 void runMxNorm(MxNormArgs a, const at::Tensor& xf) {
-  const at::Tensor r = at::reciprocal(at::sqrt(at::mean(xf * xf, {-1}, /*keepdim=*/true) + a.epsilon));
+  const at::Tensor ms = at::mean(xf * xf, {-1}, /*keepdim=*/true) + a.epsilon;
+  const at::Tensor r = at::reciprocal(at::sqrt(ms.to(at::kDouble))).to(at::kFloat);
   at::Tensor v = xf * r * a.gamma.to(at::kFloat).reshape({-1});
   if (a.beta.defined()) v = v + a.beta.to(at::kFloat).reshape({-1});
   quantiseInto(v, xf.dim() - 1, kBlock, a.q, a.y, a.scales);
