@@ -233,7 +233,8 @@ def test_anti_quant_meta_device_op_and_errors():
     torch_npu.npu_anti_quant(x, s)
     assert device_op_count("aclnnAscendAntiQuant") == before + 1
 
-    with pytest.raises(ValueError, match="dst_dtype must be torch.float16, torch.bfloat16 or torch.float32"):
+    with pytest.raises(ValueError, match="Input dst_type must be valid, but got UNKNOWN_SCALAR .*dst_dtype must be "
+                                         "torch.float16, torch.bfloat16 or torch.float32"):
         torch_npu.npu_anti_quant(x, s, dst_dtype=-10)
     with pytest.raises(ValueError, match="dst_dtype selects float8_e4m3fn"):
         torch_npu.npu_anti_quant(x, s, dst_dtype=torch.float8_e4m3fn)

@@ -104,6 +104,11 @@ at::ScalarType antiQuantOutputType(const char* op, std::optional<int64_t> dst_dt
     code = acl == 0 ? static_cast<int64_t>(at::kFloat) : acl == 1 ? static_cast<int64_t>(at::kHalf)
          : acl == 27 ? static_cast<int64_t>(at::kBFloat16) : -1;
   }
+  // A code that names no dtype at all gets upstream's wording too (scripts match on it).
+  const bool named = *dst_dtype >= 0 && (*dst_dtype < static_cast<int64_t>(at::ScalarType::NumOptions) ||
+                                         *dst_dtype >= quant::kNpuDtypeOffset);
+  TORCH_CHECK_VALUE(named, op, ": Input dst_type must be valid, but got UNKNOWN_SCALAR (", *dst_dtype, "); ",
+                    "dst_dtype must be torch.float16, torch.bfloat16 or torch.float32");
   TORCH_CHECK_VALUE(code == static_cast<int64_t>(at::kHalf) || code == static_cast<int64_t>(at::kBFloat16) ||
                         code == static_cast<int64_t>(at::kFloat),
                     op, ": dst_dtype must be torch.float16, torch.bfloat16 or torch.float32, got ", *dst_dtype);
