@@ -220,3 +220,33 @@ def test_add_rms_norm_quant_float_targets(target):
     y1, _, _ = torch.ops.npu.npu_add_rms_norm_quant(x1.to("meta"), x2.to("meta"), gamma.to("meta"), s1.to("meta"),
                                                     None, dst_type=code)
     assert y1.dtype == y_dtype
+
+
+# --- npu_grouped_dynamic_block_quant's float targets ------------------------------------------------------------
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_grouped_dynamic_block_quant_float_targets(target):
+    code, mode, y_dtype, convert = TARGETS[target]
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(2, 10, 200, generator=g, dtype=torch.bfloat16) * 5
+    x[:, 3:5] = 0  # zero blocks give zeros, not NaN
+    groups = torch.tensor([5, 10], dtype=torch.int32)
+    top = {"float8_e5m2": 57344.0, "float8_e4m3fn": 448.0, "hifloat8": 32768.0}[target]
+    expected, expected_scale = ref.grouped_dynamic_block_quant(x, groups, 0.0, 2, 128, target_max=top,
+                                                               convert=convert)
+    y, scale = torch_npu.npu_grouped_dynamic_block_quant(x.npu(), groups.npu(), round_mode=mode, dst_type=code,
+                                                         row_block_size=2)
+    assert y.dtype == y_dtype and y.shape == x.shape
+    torch.testing.assert_close(scale.cpu(), expected_scale, rtol=1e-6, atol=0)
+    assert (as_bits(y) != as_bits(expected)).float().mean().item() <= 0.01
+    assert (as_bits(y)[:, 3:5] == 0).all()
+
+
+def test_grouped_dynamic_block_quant_hifloat8_range():
+    x = torch.randn(4, 128) * 3
+    groups = torch.tensor([4], dtype=torch.int32)
+    y, scale = torch_npu.npu_grouped_dynamic_block_quant(x.npu(), groups.npu(), round_mode="round",
+                                                         dst_type=torch_npu.hifloat8, dst_type_max=15.0)
+    expected, expected_scale = ref.grouped_dynamic_block_quant(x, groups, target_max=15.0, convert=hif8_codes)
+    torch.testing.assert_close(scale.cpu(), expected_scale, rtol=1e-6, atol=0)
+    assert (y.cpu() != expected).float().mean().item() <= 0.01

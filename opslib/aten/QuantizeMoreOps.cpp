@@ -304,8 +304,10 @@ NPU_ATEN_OP(GroupedQuantMax, "x, scale, groupList, roundMode, dstType, yOut, ama
 
 // x is [M, N] or [B, M, N]; groupList (cumulative row ends along M, groupListType 0) splits the rows into groups,
 // and blocks of rowBlockSize x colBlockSize never cross a group: group g's row blocks start at its first row and
-// the last one may be partial. Per block: amax of |x|, scale = amax * (1 / 127) lowered to 1 / minScale, m = (1 /
-// amax) * 127 raised to minScale (minScale > 0), y = rint(x * m) as int8. Group g's scale rows start at row
+// the last one may be partial. Per block: amax of |x|, scale = amax * (1 / T) lowered to 1 / minScale, m = (1 /
+// amax) * T raised to minScale (minScale > 0), y = rint(x * m) as int8 (T = 127), or x * m in a float target's
+// own rounding (T its largest value: 448 / 57344 for float8 e4m3fn / e5m2; dstTypeMax, else 32768, for hifloat8;
+// a zero block gives zeros). Group g's scale rows start at row
 // floor(start_g / rowBlockSize) + g of scaleOut ([.., M / rowBlockSize + G, ceil(N / colBlockSize)]); scale rows
 // no block maps to hold 0.
 extern "C" NOP_API aclnnStatus aclnnGroupedDynamicBlockQuantV2GetWorkspaceSize(
@@ -319,14 +321,22 @@ extern "C" NOP_API aclnnStatus aclnnGroupedDynamicBlockQuantV2GetWorkspaceSize(
     const std::string mode = roundModeOptional == nullptr ? "rint" : roundModeOptional;
     checkFloat(op, "x", xt);
     TORCH_CHECK(xt.dim() == 2 || xt.dim() == 3, op, ": x must be 2-d [M, N] or 3-d [B, M, N], got ", xt.sizes());
-    checkInt8Target(op, dstType);
-    TORCH_CHECK(mode == "rint", op, ": roundMode must be 'rint' for int8 ('round' / 'hybrid' are for hifloat8), got '",
-                mode, "'");
+    const int64_t floatTarget = quant::floatTargetOf(yOut);
+    if (floatTarget == 0) checkInt8Target(op, dstType);
+    TORCH_CHECK(floatTarget == 0 || floatTarget == dstType, op, ": yOut holds format ", floatTarget,
+                " but dstType is ", dstType);
+    const std::string expected_mode = floatTarget == quant::kAclHiFloat8 ? "round" : "rint";
+    TORCH_CHECK(mode == expected_mode, op, ": roundMode must be '", expected_mode, "' for this dstType (", dstType,
+                "), got '", mode, "'");
     TORCH_CHECK(minScale >= 0, op, ": minScale must not be negative, got ", minScale);
     TORCH_CHECK(rowBlockSize > 0 && colBlockSize > 0, op, ": rowBlockSize and colBlockSize must be positive, got ",
                 rowBlockSize, " and ", colBlockSize);
     TORCH_CHECK(groupListType == 0, op, ": groupListType must be 0 (cumulative row ends), got ", groupListType);
-    TORCH_CHECK(dstTypeMax == 0.0, op, ": dstTypeMax sets a hifloat8 output's range; int8 takes 0, got ", dstTypeMax);
+    TORCH_CHECK(dstTypeMax == 0.0 || (floatTarget == quant::kAclHiFloat8 && dstTypeMax > 0), op,
+                ": dstTypeMax sets a hifloat8 output's range (positive, or 0); other targets take 0, got ", dstTypeMax);
+    const double target_max = floatTarget == 0 ? 127.0
+                              : floatTarget == quant::kAclHiFloat8 && dstTypeMax > 0 ? dstTypeMax
+                                                                                      : quant::floatTargetMax(floatTarget);
     TORCH_CHECK(groups.scalar_type() == at::kInt || groups.scalar_type() == at::kLong, op,
                 ": groupList must be int32 or int64, got ", groups.scalar_type());
     TORCH_CHECK(groups.dim() == 1, op, ": groupList must be 1-d, got ", groups.sizes());
@@ -335,15 +345,15 @@ extern "C" NOP_API aclnnStatus aclnnGroupedDynamicBlockQuantV2GetWorkspaceSize(
     std::vector<int64_t> scale_shape = xt.sizes().vec();
     scale_shape[scale_shape.size() - 2] = rows / rowBlockSize + count;
     scale_shape.back() = col_blocks;
-    TORCH_CHECK(y.scalar_type() == at::kChar && y.sizes().equals(xt.sizes()), op, ": yOut must be int8 ", xt.sizes(),
-                ", got ", y.scalar_type(), " ", y.sizes());
+    TORCH_CHECK((floatTarget != 0 || y.scalar_type() == at::kChar) && y.sizes().equals(xt.sizes()), op,
+                ": yOut must be int8 (or a float target) ", xt.sizes(), ", got ", y.scalar_type(), " ", y.sizes());
     TORCH_CHECK(scale.scalar_type() == at::kFloat && scale.sizes().equals(scale_shape), op,
                 ": scaleOut must be float32 ", at::IntArrayRef(scale_shape), ", got ", scale.scalar_type(), " ",
                 scale.sizes());
     return Prepared{{xt, groups}, [=]() mutable {
                       const std::vector<int64_t> ends = groupEnds(op, groups, rows, /*cover=*/true);
                       scale.zero_();
-                      y.zero_();
+                      y.view(at::kByte).zero_();  // every target's zero is all-zero bytes
                       if (xt.numel() == 0) return;
                       const at::Tensor xf = xt.to(at::kFloat);
                       int64_t start = 0;
@@ -357,21 +367,25 @@ extern "C" NOP_API aclnnStatus aclnnGroupedDynamicBlockQuantV2GetWorkspaceSize(
                           std::vector<int64_t> blocked(part.sizes().begin(), part.sizes().end() - 2);
                           blocked.insert(blocked.end(), {row_blocks, rowBlockSize, col_blocks, colBlockSize});
                           const at::Tensor top = at::amax(padded.reshape(blocked), {-3, -1});
-                          at::Tensor s = top * quant::reciprocalF32(127.0);
-                          at::Tensor m = at::reciprocal(top) * 127.0;
+                          at::Tensor s = top * quant::reciprocalF32(target_max);
+                          at::Tensor m = at::reciprocal(top) * target_max;
                           if (minScale > 0) {
                             s = at::clamp_max(s, quant::reciprocalF32(minScale));
                             m = at::clamp_min(m, minScale);
                           }
+                          if (floatTarget != 0) m = at::where(top > 0, m, at::zeros_like(m));  // zero blocks
                           const int64_t first = start / rowBlockSize + static_cast<int64_t>(g);
                           scale.narrow(-2, first, row_blocks).copy_(s);
                           const at::Tensor per_element =
                               at::repeat_interleave(at::repeat_interleave(m, rowBlockSize, -2), colBlockSize, -1)
                                   .narrow(-2, 0, len)
                                   .narrow(-1, 0, cols);
-                          at::Tensor q = at::round(part * per_element);
                           at::Tensor yq = y.narrow(-2, start, len);
-                          quant::store(yq, q, quant::int8Grid());
+                          if (floatTarget != 0) {
+                            quant::storeFloat(yq, at::clamp(part * per_element, -target_max, target_max), floatTarget);
+                          } else {
+                            quant::store(yq, at::round(part * per_element), quant::int8Grid());
+                          }
                         }
                         start = ends[g];
                       }

@@ -95,10 +95,12 @@ def quant_max(x, scale, round_mode="rint", group_list=None, convert=None):
 
 # --- npu_grouped_dynamic_block_quant ----------------------------------------------------------------------------
 
-def grouped_dynamic_block_quant(x, group_list, min_scale=0.0, row_block_size=1, col_block_size=128):
+def grouped_dynamic_block_quant(x, group_list, min_scale=0.0, row_block_size=1, col_block_size=128, target_max=127.0,
+                                convert=None):
     """Blocks of row_block_size x col_block_size that restart at each row group (group_list: cumulative ends along
-    M): m = 127 / amax (raised to min_scale when > 0), y = rint(x * m) as int8, scale = amax / 127 (lowered to
-    1 / min_scale). Group g's scale rows start at start_g // row_block_size + g; scale is
+    M): m = T / amax (raised to min_scale when > 0), y = rint(x * m) as int8, scale = amax / T (lowered to
+    1 / min_scale), T = target_max. With `convert` (a float target), y = convert(x * m clamped to +-T) and a zero
+    block gives zeros. Group g's scale rows start at start_g // row_block_size + g; scale is
     [..., M // row_block_size + G, ceil(N / col_block_size)], 0 where no block maps."""
     xf = x.to(F32)
     lead = xf.shape[:-2]
@@ -106,7 +108,7 @@ def grouped_dynamic_block_quant(x, group_list, min_scale=0.0, row_block_size=1, 
     cb = -(-cols // col_block_size)
     ends = [int(e) for e in group_list.tolist()]
     scale = torch.zeros(*lead, rows // row_block_size + len(ends), cb)
-    y = torch.zeros(xf.shape, dtype=torch.int8)
+    y = torch.zeros(xf.shape, dtype=torch.int8 if convert is None else F32)
     one = torch.ones((), dtype=F32)
     start = 0
     for g, end in enumerate(ends):
@@ -116,17 +118,20 @@ def grouped_dynamic_block_quant(x, group_list, min_scale=0.0, row_block_size=1, 
             pad = torch.zeros(*lead, rb * row_block_size, cb * col_block_size)
             pad[..., :n, :cols] = xf[..., start:end, :].abs()
             top = pad.reshape(*lead, rb, row_block_size, cb, col_block_size).amax(dim=(-3, -1))
-            s = top * (one / 127.0)
-            m = (one / top) * 127.0
+            s = top * (one / target_max)
+            m = (one / top) * target_max
             if min_scale > 0:
                 s = s.clamp(max=float(one / min_scale))
                 m = m.clamp(min=min_scale)
+            if convert is not None:
+                m = torch.where(top > 0, m, torch.zeros_like(m))
             first = start // row_block_size + g
             scale[..., first:first + rb, :] = s
             full = m.repeat_interleave(row_block_size, -2).repeat_interleave(col_block_size, -1)[..., :n, :cols]
-            y[..., start:end, :] = _int8(torch.round(xf[..., start:end, :] * full))
+            v = xf[..., start:end, :] * full
+            y[..., start:end, :] = _int8(torch.round(v)) if convert is None else v.clamp(-target_max, target_max)
         start = end
-    return y, scale
+    return (y if convert is None else convert(y)), scale
 
 
 # --- npu_moe_init_routing_quant ---------------------------------------------------------------------------------
