@@ -395,9 +395,9 @@ def test_dequant_swiglu_quant_meta_device_op_and_errors():
     before = device_op_count("aclnnDequantSwigluQuantV2")
     torch_npu.npu_dequant_swiglu_quant(x, weight_scale=w, quant_mode=1)
     assert device_op_count("aclnnDequantSwigluQuantV2") == before + 1
-    with pytest.raises(ValueError, match="dst_type selects float8_e5m2"):
-        torch_npu.npu_dequant_swiglu_quant(x, weight_scale=w, quant_mode=1, dst_type=256 + 35)
-    with pytest.raises(ValueError, match="round_mode 1 .'round'. applies to float8"):
+    with pytest.raises(ValueError, match="dst_type selects hifloat8"):  # float8: test_hifloat8.py
+        torch_npu.npu_dequant_swiglu_quant(x, weight_scale=w, quant_mode=1, dst_type=256 + 34)
+    with pytest.raises(ValueError, match="round_mode 1 .'round'. applies to hifloat8"):
         torch_npu.npu_dequant_swiglu_quant(x, weight_scale=w, quant_mode=1, round_mode=1)
     with pytest.raises(ValueError, match="swiglu_mode must be 0, 1 or 2"):
         torch_npu.npu_dequant_swiglu_quant(x, weight_scale=w, swiglu_mode=3)

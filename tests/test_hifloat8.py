@@ -250,3 +250,25 @@ def test_grouped_dynamic_block_quant_hifloat8_range():
     expected, expected_scale = ref.grouped_dynamic_block_quant(x, groups, target_max=15.0, convert=hif8_codes)
     torch.testing.assert_close(scale.cpu(), expected_scale, rtol=1e-6, atol=0)
     assert (y.cpu() != expected).float().mean().item() <= 0.01
+
+
+# --- npu_dequant_swiglu_quant's float8 targets ------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["float8_e5m2", "float8_e4m3fn"])
+@pytest.mark.parametrize("quant_mode", [0, 1])
+def test_dequant_swiglu_quant_float8_targets(target, quant_mode):
+    from op_refs import quantize as qref
+    code, _, y_dtype, convert = TARGETS[target]
+    g = torch.Generator().manual_seed(11)
+    x = torch.randint(-10, 10, (12, 64), generator=g, dtype=torch.int32)
+    weight_scale = torch.randn(64, generator=g)
+    bias = torch.randn(64, generator=g)
+    quant_scale = torch.rand(32, generator=g) * 0.1 + 0.01
+    top = MAXIMA[target]
+    y, scale = torch_npu.npu_dequant_swiglu_quant(x.npu(), weight_scale=weight_scale.npu(), bias=bias.npu(),
+                                                  quant_scale=quant_scale.npu(), quant_mode=quant_mode, dst_type=code)
+    expected, expected_scale = qref.dequant_swiglu_quant(x, weight_scale, None, bias, quant_scale, None, None,
+                                                         quant_mode=quant_mode, target_max=top, convert=convert)
+    assert y.dtype == y_dtype and y.shape == (12, 32)
+    assert (as_bits(y) != as_bits(expected)).float().mean().item() <= 0.01
+    torch.testing.assert_close(scale.cpu(), expected_scale, rtol=1e-6, atol=0)

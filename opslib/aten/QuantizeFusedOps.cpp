@@ -179,9 +179,10 @@ void checkQuantParam(const char* op, const char* what, const at::Tensor& p, int6
 // is); swiglu along activateDim (swigluMode 0: swish of one half times the other, the left one activated with
 // activateLeft; 1: even / odd elements, glu clamped above at clampLimit, linear clamped to +-clampLimit,
 // swish(glu, gluAlpha) * (linear + gluBias); 2: the same on the halves); then "static": y = rint(v / quantScale +
-// quantOffset), scale 0; or "dynamic": v *= quantScale, scale = amax * (1 / 127), y = rint(v * (127 / amax)).
-// groupIndex (int64) counts the rows of each group (weightScale / bias / quant params [G, ...]); rows past their
-// sum come out 0 (upstream leaves them unwritten). int8 output only, rounded "rint".
+// quantOffset), scale 0; or "dynamic": v *= quantScale, scale = amax * (1 / T), y = rint(v * (T / amax)), T = 127.
+// A float8 y (dstType 35 / 36) takes the unrounded values, T its largest value, saturated there, in the format's
+// rounding. groupIndex (int64) counts the rows of each group (weightScale / bias / quant params [G, ...]); rows
+// past their sum come out 0 (upstream leaves them unwritten). roundMode "rint".
 extern "C" NOP_API aclnnStatus aclnnDequantSwigluQuantV2GetWorkspaceSize(
     const aclTensor* x, const aclTensor* weightScaleOptional, const aclTensor* activationScaleOptional,
     const aclTensor* biasOptional, const aclTensor* quantScaleOptional, const aclTensor* quantOffsetOptional,
@@ -208,11 +209,16 @@ extern "C" NOP_API aclnnStatus aclnnDequantSwigluQuantV2GetWorkspaceSize(
     TORCH_CHECK(xt.size(dim) % 2 == 0, op, ": x's dimension ", dim, " (", xt.size(dim), ") must be even");
     TORCH_CHECK(mode == "static" || mode == "dynamic", op, ": quantMode must be 'static' or 'dynamic', got '", mode,
                 "'");
-    TORCH_CHECK(!quant::isChipFormat(dstType), op, ": dstType ", dstType,
-                " is a chip number format (hifloat8 / float8 / float4) the software NPU does not have");
-    TORCH_CHECK(dstType == quant::kAclInt8, op, ": dstType must be 2 (int8), got ", dstType);
-    TORCH_CHECK(rounding == "rint", op, ": roundMode must be 'rint' for int8 output ('round' is for hifloat8), got '",
-                rounding, "'");
+    const int64_t floatTarget = quant::floatTargetOf(yOut);
+    TORCH_CHECK(floatTarget != quant::kAclHiFloat8 && (floatTarget == 0 || floatTarget == dstType), op,
+                ": yOut must be int8 or float8 as dstType says, got dstType ", dstType);
+    if (floatTarget == 0) {
+      TORCH_CHECK(!quant::isChipFormat(dstType), op, ": dstType ", dstType,
+                  " is a chip number format (hifloat8 / float4) the software NPU does not have");
+      TORCH_CHECK(dstType == quant::kAclInt8, op, ": dstType must be 2 (int8), 35 or 36 (float8), got ", dstType);
+    }
+    TORCH_CHECK(rounding == "rint", op, ": roundMode must be 'rint' for int8 and float8 outputs, got '", rounding, "'");
+    const double target_max = floatTarget == 0 ? 127.0 : quant::floatTargetMax(floatTarget);
     TORCH_CHECK(swigluMode >= 0 && swigluMode <= 2, op, ": swigluMode must be 0, 1 or 2, got ", swigluMode);
     TORCH_CHECK(std::isfinite(clampLimit) && clampLimit > 0 && std::isfinite(gluAlpha) && std::isfinite(gluBias), op,
                 ": clampLimit must be positive and finite, gluAlpha and gluBias finite");
@@ -239,8 +245,9 @@ extern "C" NOP_API aclnnStatus aclnnDequantSwigluQuantV2GetWorkspaceSize(
     out_shape[static_cast<size_t>(dim)] /= 2;
     if (qs.defined()) checkQuantParam(op, "quantScale", qs, count, out_shape.back());
     if (qo.defined()) checkQuantParam(op, "quantOffset", qo, count, out_shape.back());
-    TORCH_CHECK(y.scalar_type() == at::kChar && y.sizes().equals(out_shape), op, ": yOut must be int8 ",
-                at::IntArrayRef(out_shape), ", got ", y.scalar_type(), " ", y.sizes());
+    TORCH_CHECK((floatTarget != 0 || y.scalar_type() == at::kChar) && y.sizes().equals(out_shape), op,
+                ": yOut must be int8 (or float8) ", at::IntArrayRef(out_shape), ", got ", y.scalar_type(), " ",
+                y.sizes());
     const std::vector<int64_t> scale_shape(out_shape.begin(), out_shape.end() - 1);
     TORCH_CHECK(scale.scalar_type() == at::kFloat && scale.sizes().equals(scale_shape), op,
                 ": scaleOut must be float32 ", at::IntArrayRef(scale_shape), ", got ", scale.sizes());
@@ -281,18 +288,22 @@ extern "C" NOP_API aclnnStatus aclnnDequantSwigluQuantV2GetWorkspaceSize(
                         if (qs.defined()) o = o / quantParam(qs, rg);
                         if (qo.defined()) o = o + quantParam(qo, rg);
                         s = at::zeros({o.size(0)}, o.options());
-                        q = at::round(o);
+                        q = o;
                       } else {
                         if (qs.defined()) o = o * quantParam(qs, rg);
                         const at::Tensor top = at::amax(o.abs(), {-1});
-                        s = top * quant::reciprocalF32(127.0);
-                        q = at::round(o * quant::over(127.0, top).unsqueeze(-1));
+                        s = top * quant::reciprocalF32(target_max);
+                        q = o * quant::over(target_max, top).unsqueeze(-1);
                       }
                       if (groups.defined()) {  // (the split is then along the last dimension: rows are x's rows)
                         q = at::where(rg.inside.unsqueeze(-1), q, 0.0);
                         s = at::where(rg.inside, s, 0.0);
                       }
-                      quant::store(y, q, quant::int8Grid());
+                      if (floatTarget != 0) {
+                        quant::storeFloat(y, at::clamp(q, -target_max, target_max), floatTarget);
+                      } else {
+                        quant::store(y, at::round(q), quant::int8Grid());
+                      }
                       scale.copy_(s.reshape(scale.sizes()));
                     },
                     {y, scale}};

@@ -245,12 +245,14 @@ def _quant_param(p, idx, count):
 
 def dequant_swiglu_quant(x, weight_scale=None, activation_scale=None, bias=None, quant_scale=None, quant_offset=None,
                          group_index=None, activate_left=False, quant_mode=0, round_mode_="rint", swiglu_mode=0,
-                         clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0, activate_dim=-1):
+                         clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0, activate_dim=-1, target_max=127.0,
+                         convert=None):
     """Dequantise (int32 x [+ int32 bias], times weight_scale and activation_scale, [+ float bias]), swiglu along
     activate_dim (mode 0: swish(one half) * the other; 1: even / odd columns, clamped, swish with glu_alpha, times
     linear + glu_bias; 2: like 1 on the halves), then static quantisation rint(v / quant_scale + quant_offset) with
     scale 0, or dynamic: v * quant_scale, scale = amax / 127, y = rint(v * (127 / amax)). group_index counts the
-    rows of each group (weight_scale / bias / quant params [G, ...]); rows past its sum come out 0."""
+    rows of each group (weight_scale / bias / quant params [G, ...]); rows past its sum come out 0. With `convert`
+    (a float8 target), 127 is target_max and y = convert(v clamped to +-target_max), unrounded."""
     dim = activate_dim % x.dim()
     rows = _rows(x)
     n = rows.shape[0]
@@ -296,14 +298,17 @@ def dequant_swiglu_quant(x, weight_scale=None, activation_scale=None, bias=None,
         if quant_offset is not None:
             out = out + _quant_param(quant_offset, idx, count)
         scale = torch.zeros(out.shape[0])
-        q = round_mode(out, round_mode_)
+        q = out
     else:
         if quant_scale is not None:
             out = out * _quant_param(quant_scale, idx, count)
         top = out.abs().amax(-1)
-        scale = top * (torch.ones((), dtype=F32) / 127.0)
-        q = round_mode(out * _over(127.0, top).unsqueeze(-1), round_mode_)
-    y = _saturate(q, INT8_MIN, INT8_MAX).to(torch.int8)
+        scale = top * (torch.ones((), dtype=F32) / target_max)
+        q = out * _over(target_max, top).unsqueeze(-1)
+    if convert is None:
+        y = _saturate(round_mode(q, round_mode_), INT8_MIN, INT8_MAX).to(torch.int8)
+    else:
+        y = convert(q.clamp(-target_max, target_max))
     if group_index is not None:
         y = torch.where(inside.unsqueeze(-1), y, torch.zeros_like(y))
         scale = torch.where(inside, scale, torch.zeros_like(scale))

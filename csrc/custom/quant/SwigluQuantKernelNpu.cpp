@@ -1,7 +1,7 @@
 // SwigluQuantKernelNpu.cpp - swiglu activations quantized in the same pass: npu_swiglu_quant (float input,
 // static or dynamic int8 / int4 quantization per MoE group, on aclnnSwiGluQuantV2) and npu_dequant_swiglu_quant
-// (int32 matmul output dequantized first, three swiglu variants, on aclnnDequantSwigluQuantV2). Inference ops: no
-// gradient upstream.
+// (int32 matmul output dequantized first, three swiglu variants, int8 or float8 output, on aclnnDequantSwigluQuantV2).
+// Inference ops: no gradient upstream.
 #include <ATen/ops/empty.h>
 
 #include <cmath>
@@ -85,6 +85,7 @@ struct DequantSwigluPlan {
   std::vector<int64_t> y_shape, scale_shape;
   int64_t activate_dim = -1;  // wrapped to [0, x.dim())
   std::string round_mode;
+  at::ScalarType y_type = at::kChar;  // int8, or a float8 dtype
 };
 
 DequantSwigluPlan planDequantSwiglu(const at::Tensor& x, int64_t quant_mode, std::optional<int64_t> dst_type,
@@ -102,16 +103,20 @@ DequantSwigluPlan planDequantSwiglu(const at::Tensor& x, int64_t quant_mode, std
   TORCH_CHECK_VALUE(std::isfinite(clamp_limit) && clamp_limit > 0.0, op,
                     ": clamp_limit must be positive and finite, got ", clamp_limit);
   TORCH_CHECK_VALUE(std::isfinite(glu_alpha) && std::isfinite(glu_bias), op, ": glu_alpha and glu_bias must be finite");
-  if (dst_type.has_value()) {
-    TORCH_CHECK_VALUE(quant::targetOf(op, "dst_type", *dst_type) == quant::Target::kInt8, op,
-                      ": dst_type must be torch.int8, got ", *dst_type);
-  }
   DequantSwigluPlan plan;
+  if (dst_type.has_value()) {
+    const std::optional<at::ScalarType> holder = quant::floatTargetHolder(*dst_type);
+    TORCH_CHECK_VALUE((holder.has_value() && holder != at::kByte) ||
+                          quant::targetOf(op, "dst_type", *dst_type) == quant::Target::kInt8,
+                      op, ": dst_type must be torch.int8, torch_npu.float8_e5m2 or torch_npu.float8_e4m3fn, got ",
+                      *dst_type);
+    if (holder.has_value()) plan.y_type = *holder;
+  }
   const int64_t mode = round_mode.value_or(0);
   TORCH_CHECK_VALUE(mode >= 0 && mode <= 4, op, ": round_mode must be 0 (rint), 1 (round), 2 (floor), 3 (ceil) or ",
                     "4 (trunc), got ", mode);
-  TORCH_CHECK_VALUE(mode == 0, op, ": round_mode ", mode, " ('", kRoundModes[mode], "') applies to float8 / hifloat8 ",
-                    "outputs; an int8 output is rounded with 0 ('rint')");
+  TORCH_CHECK_VALUE(mode == 0, op, ": round_mode ", mode, " ('", kRoundModes[mode], "') applies to hifloat8 / float4 ",
+                    "outputs; int8 and float8 outputs are rounded with 0 ('rint')");
   plan.round_mode = kRoundModes[mode];
   const int64_t dim = activate_dim.value_or(-1);
   TORCH_CHECK_VALUE(dim >= -x.dim() && dim < x.dim(), op, ": activate_dim ", dim, " is out of range for a ", x.dim(),
@@ -136,13 +141,14 @@ std::tuple<at::Tensor, at::Tensor> npu_dequant_swiglu_quant(
     int64_t swiglu_mode, double clamp_limit, double glu_alpha, double glu_bias) {
   const DequantSwigluPlan plan = planDequantSwiglu(x, quant_mode, dst_type, round_mode, activate_dim, swiglu_mode,
                                                    clamp_limit, glu_alpha, glu_bias);
-  at::Tensor y = at::empty(plan.y_shape, x.options().dtype(at::kChar));
+  at::Tensor y = at::empty(plan.y_shape, x.options().dtype(plan.y_type));
   at::Tensor scale = at::empty(plan.scale_shape, x.options().dtype(at::kFloat));
   const std::string mode = quant_mode == 0 ? "static" : "dynamic";
-  const int64_t dst_code = quant::aclCode(at::kChar);
+  const AclTensorAs y_out = quant::quantizedOutput(y);
+  const int64_t dst_code = y_out.dtype;
   EXEC_NPU_CMD(aclnnDequantSwigluQuantV2, x, weight_scale, activation_scale, bias, quant_scale, quant_offset,
                group_index, activate_left, mode, dst_code, plan.round_mode, plan.activate_dim, swiglu_mode, clamp_limit,
-               glu_alpha, glu_bias, y, scale);
+               glu_alpha, glu_bias, y_out, scale);
   return {y, scale};
 }
 
@@ -155,7 +161,7 @@ std::tuple<at::Tensor, at::Tensor> npu_dequant_swiglu_quant_meta(
     int64_t swiglu_mode, double clamp_limit, double glu_alpha, double glu_bias) {
   const DequantSwigluPlan plan = planDequantSwiglu(x, quant_mode, dst_type, round_mode, activate_dim, swiglu_mode,
                                                    clamp_limit, glu_alpha, glu_bias);
-  return {at::empty(plan.y_shape, x.options().dtype(at::kChar)),
+  return {at::empty(plan.y_shape, x.options().dtype(plan.y_type)),
           at::empty(plan.scale_shape, x.options().dtype(at::kFloat))};
 }
 
