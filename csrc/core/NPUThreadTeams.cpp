@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <npu/opslib.h>
 #include <npu/runtime.h>
+#include <dlfcn.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -84,6 +85,19 @@ void startLaunching() {
 }
 }  // namespace detail
 
+// MKL's thread count on this thread (mkl_set_num_threads_local, found at run time in PyTorch's library; absent
+// without MKL). PyTorch sets MKL's count on the thread that calls torch.set_num_threads only, and MKL's default on
+// any other thread is its own (one thread on a 2-core host), so a stream worker's GEMMs and convolutions ran
+// single-threaded whatever its OpenMP team: they follow the team once this is set with it.
+void setBlasThreads(int threads) {
+  using SetLocal = int (*)(const int*);  // the Fortran entry point: by reference
+  static const SetLocal set_local = [] {
+    void* torch = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
+    return torch == nullptr ? nullptr : reinterpret_cast<SetLocal>(dlsym(torch, "mkl_set_num_threads_local_"));
+  }();
+  if (set_local != nullptr) set_local(&threads);
+}
+
 int threadTeamSize() { return omp_get_max_threads(); }
 
 // omp_pause_soft: the calling thread's team threads exit; its next parallel region starts a new team.
@@ -105,6 +119,7 @@ void sizeWorkerTeam(int host_waiting) {
                               workerThreadCap(threads));
   if (wanted != current) {
     omp_set_num_threads(wanted);
+    setBlasThreads(wanted);
     current = wanted;
   }
 }
