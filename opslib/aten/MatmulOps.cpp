@@ -42,22 +42,29 @@ void byPanels(int64_t m, int64_t work, const F& fn) {
   }
 }
 
-// out = a @ b (2-d), float32 operands, by row panels.
-void mmPanels(at::Tensor& o, const at::Tensor& a, const at::Tensor& b) {
+// The float32 products: mm and addmm (always 2-d) by row panels, bmm and baddbmm whole.
+void mmFloat(at::Tensor& o, const at::Tensor& a, const at::Tensor& b) {
   byPanels(a.size(0), a.size(0) * a.size(1) * b.size(1), [&](int64_t begin, int64_t end) {
     at::Tensor part = o.narrow(0, begin, end - begin);
     at::cpu::mm_out(part, a.narrow(0, begin, end - begin), b);
   });
 }
 
-// out = beta * self + alpha * (a @ b) (2-d), float32 operands, by row panels of self broadcast to out.
-void addmmPanels(at::Tensor& o, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                 const at::Scalar& beta, const at::Scalar& alpha) {
+void bmmFloat(at::Tensor& o, const at::Tensor& a, const at::Tensor& b) { at::cpu::bmm_out(o, a, b); }
+
+// self is broadcast to out's shape first, so that its rows split with out's.
+void addmmFloat(at::Tensor& o, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                const at::Scalar& beta, const at::Scalar& alpha) {
   const at::Tensor full = self.expand({a.size(0), b.size(1)});
   byPanels(a.size(0), a.size(0) * a.size(1) * b.size(1), [&](int64_t begin, int64_t end) {
     at::Tensor part = o.narrow(0, begin, end - begin);
     at::cpu::addmm_out(part, full.narrow(0, begin, end - begin), a.narrow(0, begin, end - begin), b, beta, alpha);
   });
+}
+
+void baddbmmFloat(at::Tensor& o, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                  const at::Scalar& beta, const at::Scalar& alpha) {
+  at::cpu::baddbmm_out(o, self, a, b, beta, alpha);
 }
 }  // namespace
 
@@ -74,34 +81,15 @@ void addmmPanels(at::Tensor& o, const at::Tensor& self, const at::Tensor& a, con
         if (reduced(a) || reduced(b) || reduced(o)) {                                            \
           o.copy_(at::cpu::fn(wide(a), wide(b)));                                                \
         } else {                                                                                 \
-          at::cpu::fn##_out(o, a, b);                                                            \
+          fn##Float(o, a, b);                                                                    \
         }                                                                                        \
       }, {o}};                                                                                  \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name, "self, mat2, out, cubeMathType")
 
+NPU_MATMUL_OP(Mm, mm);
 NPU_MATMUL_OP(BatchMatMul, bmm);
-
-// out = self @ mat2 (2-d): as above, large float32 products by row panels (rowPanels).
-extern "C" NOP_API aclnnStatus aclnnMmGetWorkspaceSize(const aclTensor* self, const aclTensor* mat2, aclTensor* out,
-                                                      int8_t cubeMathType, uint64_t* workspaceSize,
-                                                      aclOpExecutor** executor) {
-  return prepareOp("aclnnMm", workspaceSize, executor, [&] {
-    at::Tensor a = requiredTensor(self, "self"), b = requiredTensor(mat2, "mat2");
-    at::Tensor o = requiredTensor(out, "out");
-    return Prepared{{a, b}, [a, b, o]() mutable {
-      if (reduced(a) || reduced(b) || reduced(o)) {
-        o.copy_(at::cpu::mm(wide(a), wide(b)));
-      } else if (a.dim() == 2 && b.dim() == 2 && o.sizes().equals({a.size(0), b.size(1)})) {
-        mmPanels(o, a, b);
-      } else {
-        at::cpu::mm_out(o, a, b);
-      }
-    }, {o}};
-  });
-}
-NPU_ATEN_OP(Mm, "self, mat2, out, cubeMathType");
 
 // out = beta * self + alpha * (mat1 @ mat2), 2-d (Addmm) or batched (Baddbmm).
 #define NPU_ADD_MATMUL_OP(Name, fn)                                                              \
@@ -117,32 +105,12 @@ NPU_ATEN_OP(Mm, "self, mat2, out, cubeMathType");
                         if (reduced(s) || reduced(a) || reduced(b) || reduced(o)) {              \
                           o.copy_(at::cpu::fn(wide(s), wide(a), wide(b), be, al));               \
                         } else {                                                                 \
-                          at::cpu::fn##_out(o, s, a, b, be, al);                                 \
+                          fn##Float(o, s, a, b, be, al);                                         \
                         }                                                                        \
                       }, {o}};                                                                                   \
     });                                                                                          \
   }                                                                                              \
   NPU_ATEN_OP(Name, "self, mat1, mat2, beta, alpha, out, cubeMathType")
 
-// out = beta * self + alpha * (mat1 @ mat2) (2-d): as Baddbmm, large float32 products by row panels (rowPanels).
-extern "C" NOP_API aclnnStatus aclnnAddmmGetWorkspaceSize(const aclTensor* self, const aclTensor* mat1,
-                                                         const aclTensor* mat2, const aclScalar* beta,
-                                                         const aclScalar* alpha, aclTensor* out, int8_t cubeMathType,
-                                                         uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return prepareOp("aclnnAddmm", workspaceSize, executor, [&] {
-    at::Tensor s = requiredTensor(self, "self"), a = requiredTensor(mat1, "mat1");
-    at::Tensor b = requiredTensor(mat2, "mat2"), o = requiredTensor(out, "out");
-    at::Scalar be = hostScalar(beta), al = hostScalar(alpha);
-    return Prepared{{s, a, b}, [s, a, b, o, be, al]() mutable {
-      if (reduced(s) || reduced(a) || reduced(b) || reduced(o)) {
-        o.copy_(at::cpu::addmm(wide(s), wide(a), wide(b), be, al));
-      } else if (o.sizes().equals({a.size(0), b.size(1)}) && s.dim() <= 2) {
-        addmmPanels(o, s, a, b, be, al);
-      } else {
-        at::cpu::addmm_out(o, s, a, b, be, al);
-      }
-    }, {o}};
-  });
-}
-NPU_ATEN_OP(Addmm, "self, mat1, mat2, beta, alpha, out, cubeMathType");
+NPU_ADD_MATMUL_OP(Addmm, addmm);
 NPU_ADD_MATMUL_OP(Baddbmm, baddbmm);

@@ -96,6 +96,15 @@ void checkScaleAlg(const char* op, aclDataType type, int64_t scale_alg, double d
   TORCH_CHECK_VALUE(dst_type_max >= 0.0, op, ": dst_type_max must not be negative, got ", dst_type_max);
 }
 
+// The element type of an MX quantiser's dst_type, with its round mode and block-scale algorithm checked.
+aclDataType checkedMxTarget(const char* op, c10::string_view round_mode, int64_t dst_type, int64_t scale_alg,
+                            double dst_type_max) {
+  checkRoundMode(op, round_mode);
+  const aclDataType type = mxElementType(op, "dst_type", dst_type);
+  checkScaleAlg(op, type, scale_alg, dst_type_max);
+  return type;
+}
+
 struct DynamicMx {
   at::Tensor y, mxscale;
   aclDataType type;
@@ -111,9 +120,7 @@ DynamicMx dynamicMxOutputs(const at::Tensor& input, int64_t axis, c10::string_vi
   const int64_t ax = checkedAxis(op, axis, input.dim());
   TORCH_CHECK_VALUE(block_size > 0 && block_size % 32 == 0 && block_size <= 1024, op,
                     ": block_size must be a multiple of 32 up to 1024, got ", block_size);
-  checkRoundMode(op, round_mode);
-  const aclDataType type = mxElementType(op, "dst_type", dst_type);
-  checkScaleAlg(op, type, scale_alg.value_or(0), dst_type_max);
+  const aclDataType type = checkedMxTarget(op, round_mode, dst_type, scale_alg.value_or(0), dst_type_max);
   TORCH_CHECK_VALUE(max_low_bound == 0.0, op, ": max_low_bound is not provided; pass 0.0, got ", max_low_bound);
   return {mxElements(op, input, type), pairedScales(input, input.sizes(), ax, block_size), type};
 }
@@ -159,9 +166,8 @@ DynamicMx groupedMxOutputs(const at::Tensor& x, const at::Tensor& group_index, c
   TORCH_CHECK_TYPE(group_index.scalar_type() == at::kInt || group_index.scalar_type() == at::kLong, op,
                    ": group_index must be int32 or int64, got ", group_index.scalar_type());
   TORCH_CHECK_VALUE(blocksize == 32, op, ": blocksize must be 32, got ", blocksize);
-  checkRoundMode(op, round_mode);
-  const aclDataType type = mxElementType(op, "dst_type", dst_type);
-  checkScaleAlg(op, type, scale_alg.value_or(0), dst_type_max.value_or(0.0));
+  const aclDataType type =
+      checkedMxTarget(op, round_mode, dst_type, scale_alg.value_or(0), dst_type_max.value_or(0.0));
   const at::Tensor y = mxElements(op, x, type);
   const at::Tensor mxscale =
       at::empty({x.size(0) / 64 + group_index.size(0), x.size(1), 2}, x.options().dtype(at::kByte));
@@ -205,9 +211,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, aclDataType> blockMxOutputs(const
   checkHalfInput(op, input);
   TORCH_CHECK_VALUE(input.dim() >= 2 && input.dim() <= 7, op, ": input must have 2 to 7 dimensions, got ",
                     input.sizes());
-  checkRoundMode(op, round_mode);
-  const aclDataType type = mxElementType(op, "dst_type", dst_type);
-  checkScaleAlg(op, type, scale_alg, dst_type_max);
+  const aclDataType type = checkedMxTarget(op, round_mode, dst_type, scale_alg, dst_type_max);
   const int64_t d = input.dim();
   return {mxElements(op, input, type), pairedScales(input, input.sizes(), d - 1, 32),
           pairedScales(input, input.sizes(), d - 2, 32), type};
@@ -316,9 +320,7 @@ MxNorm mxNormOutputs(const char* op, const at::Tensor& x, const at::Tensor& gamm
   TORCH_CHECK_VALUE(x.dim() >= 1 && x.dim() <= 7, op, ": x must have 1 to 7 dimensions, got ", x.sizes());
   TORCH_CHECK_VALUE(gamma.numel() == x.size(-1), op, ": gamma must hold x's last dimension (", x.size(-1),
                     ") values, got ", gamma.sizes());
-  checkRoundMode(op, round_mode);
-  const aclDataType type = mxElementType(op, "dst_type", dst_type);
-  checkScaleAlg(op, type, scale_alg, 0.0);
+  const aclDataType type = checkedMxTarget(op, round_mode, dst_type, scale_alg, 0.0);
   std::vector<int64_t> rstd_shape{0};
   if (output_rstd) {
     rstd_shape = x.sizes().vec();
@@ -402,9 +404,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, aclDataType> dualAxis
   checkHalfInput(op, input);
   TORCH_CHECK_VALUE(input.dim() >= 2 && input.dim() <= 7, op, ": input must have 2 to 7 dimensions, got ",
                     input.sizes());
-  checkRoundMode(op, round_mode);
-  const aclDataType type = mxElementType(op, "dst_type", dst_type);
-  checkScaleAlg(op, type, scale_alg, dst_type_max);
+  const aclDataType type = checkedMxTarget(op, round_mode, dst_type, scale_alg, dst_type_max);
   const int64_t d = input.dim();
   return {mxElements(op, input, type), pairedScales(input, input.sizes(), d - 1, 32), mxElements(op, input, type),
           pairedScales(input, input.sizes(), d - 2, 32), type};
